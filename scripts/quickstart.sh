@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The README's first command: set everything up, then run the main job.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
+./dist/vagen doctor

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs what vagen needs and is missing, then builds it. Safe to run again: each step
+# is skipped when its result is already there.
+#   - Bun (pinned) from npm
+#   - libtorch + OpenBLAS from apt, when no libtorch is found ($LIBTORCH, python3's
+#     torch, or Debian's /usr)
+#   - the JavaScript dependencies, exactly as the lockfile says
+#   - the libtorch shim and the single binary dist/vagen (bun build.ts)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUN_VERSION=1.4.5
+say() { printf '[setup] %s\n' "$*" >&2; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else say "need root for: $*"; exit 1; fi; }
+
+# Bun
+if [ "$(bun --version 2>/dev/null || true)" != "$BUN_VERSION" ]; then
+  command -v npm >/dev/null || { say "npm not found: install Node.js first"; exit 1; }
+  say "installing bun $BUN_VERSION from npm"
+  as_root npm install -g --allow-scripts=bun "bun@$BUN_VERSION" >/dev/null 2>&1 || as_root npm install -g "bun@$BUN_VERSION" >/dev/null
+  hash -r
+fi
+say "bun $(bun --version)"
+
+# libtorch (+ a fast BLAS for the CPU build)
+have_libtorch() {
+  [ -n "${LIBTORCH:-}" ] && [ -f "$LIBTORCH/include/ATen/ATen.h" ] && return 0
+  python3 -c 'import torch' >/dev/null 2>&1 && return 0
+  [ -f /usr/include/ATen/ATen.h ] && [ -e /usr/lib/x86_64-linux-gnu/libtorch_cpu.so ]
+}
+if ! have_libtorch; then
+  say "installing libtorch and OpenBLAS from apt (about 530 MB)"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
+    libtorch-dev libopenblas0-pthread g++ >/dev/null
+elif [ -f /usr/include/ATen/ATen.h ] && ! ldconfig -p 2>/dev/null | grep -q libopenblas; then
+  say "installing OpenBLAS (matmul is ~13x slower on the reference BLAS)"
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends libopenblas0-pthread >/dev/null
+fi
+
+# JavaScript dependencies, from the lockfile
+bun install --frozen-lockfile >/dev/null
+say "dependencies installed"
+
+# shim + binary
+bun build.ts "$@"

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The README's second command: the whole test suite (sets up first, so it works on a
+# fresh clone too). Tests that need CUDA live in test/gpu/ and skip themselves without it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
+bun test "$@"

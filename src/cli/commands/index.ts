@@ -1,0 +1,11 @@
+/**
+ * Every top-level command. Each module exports `register(program)`, which adds one
+ * command (with its subcommands) to the commander program. Keep this list in the order
+ * `vagen --help` should show it.
+ */
+import type { Command } from "commander";
+import { register as config } from "./config.ts";
+
+export type RegisterCommand = (program: Command) => void;
+
+export const commands: RegisterCommand[] = [config];
