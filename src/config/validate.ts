@@ -49,7 +49,9 @@ function describeIssue(schema: AnySchema, issue: v.BaseIssue<unknown>, ctx: Vali
     const expects = (schemaAt(schema, path) as { expects?: string } | undefined)?.expects ?? issue.expected;
     return `${where}: key "${keyPath}": got nothing (the key is missing), expected ${expects}`;
   }
-  return `${where}: key "${keyPath}": got ${describe(issue.input)}, expected ${issue.expected ?? issue.type}`;
+  // Validations without an "expected" (custom checks) carry their meaning in the message.
+  const expected = issue.expected ?? (issue.kind === "validation" ? issue.message : issue.type);
+  return `${where}: key "${keyPath}": got ${describe(issue.input)}, expected ${expected}`;
 }
 
 /** The sub-schema at `path`, following object entries, array items and record values. */

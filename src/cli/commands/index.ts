@@ -5,7 +5,10 @@
  */
 import type { Command } from "commander";
 import { register as config } from "./config.ts";
+import { register as doctor } from "./doctor.ts";
+import { register as env } from "./env.ts";
+import { register as evaluate } from "./eval.ts";
 
 export type RegisterCommand = (program: Command) => void;
 
-export const commands: RegisterCommand[] = [config];
+export const commands: RegisterCommand[] = [evaluate, env, config, doctor];

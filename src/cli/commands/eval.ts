@@ -1,0 +1,66 @@
+/**
+ * `vagen eval CONFIG.yaml [key.path=value ...]`: evaluate a model on environments.
+ * Thin: load the config, build the client, run, print the summary table.
+ */
+import type { Command } from "commander";
+import { dirname, resolve } from "node:path";
+import { createEnv } from "../../../envs/registry.ts";
+import { createClient } from "../../clients/config.ts";
+import { VagenError } from "../../errors.ts";
+import { loadEvalConfig } from "../../evaluation/config.ts";
+import { summaryPath } from "../../evaluation/layout.ts";
+import { BarReporter, type EvalReporter, LogReporter } from "../../evaluation/progress.ts";
+import { runEvaluation } from "../../evaluation/runner.ts";
+import { formatSummaryTable } from "../../evaluation/summary.ts";
+
+/** Exit status after Ctrl-C, as shells report a SIGINT death (128 + 2). */
+const INTERRUPTED_EXIT = 130;
+
+export function register(program: Command): void {
+  program
+    .command("eval")
+    .description("evaluate a model (any OpenAI-compatible endpoint) on environments; per-episode dumps + summary")
+    .argument("<config>", "eval config YAML (see examples/eval/)")
+    .argument("[overrides...]", "key.path=value overrides, e.g. envs.sokoban.episodes=4 model.base_url=http://host:8000/v1")
+    .option("--no-progress", "plain log lines instead of a progress bar, even on a terminal")
+    .action(async (file: string, overrides: string[], opts: { progress: boolean }) => {
+      await evalCommand(file, overrides, opts.progress);
+    });
+}
+
+async function evalCommand(file: string, overrides: string[], progress: boolean): Promise<void> {
+  const config = loadEvalConfig(file, overrides);
+  const reporter: EvalReporter = progress && process.stderr.isTTY ? new BarReporter() : new LogReporter();
+  const client = createClient(config.model, { onRetry: (e) => reporter.retry?.(`retry ${e.retry} in ${(e.delayMs / 1000).toFixed(2)} s after: ${e.reason}`) });
+
+  // First Ctrl-C: stop starting episodes, cancel the ones in flight, keep what finished.
+  // Second Ctrl-C: leave at once.
+  const controller = new AbortController();
+  const onSigint = () => {
+    if (controller.signal.aborted) process.exit(INTERRUPTED_EXIT);
+    reporter.note("interrupted: stopping (finished episodes are kept; Ctrl-C again to quit now)");
+    controller.abort();
+  };
+  process.on("SIGINT", onSigint);
+  try {
+    const result = await runEvaluation(config, {
+      client,
+      createEnv,
+      reporter,
+      signal: controller.signal,
+      baseDir: dirname(resolve(file)),
+    });
+    process.stdout.write(formatSummaryTable(result.summary));
+    process.stdout.write(`summary: ${summaryPath(config.output_dir)}\n`);
+    if (result.aborted) {
+      throw new VagenError(
+        `interrupted; ${result.ran} episode(s) finished in this run and were kept`,
+        "run the same command again to resume from where it stopped",
+        INTERRUPTED_EXIT,
+      );
+    }
+  } finally {
+    process.off("SIGINT", onSigint);
+    await client.close?.();
+  }
+}

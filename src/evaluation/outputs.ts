@@ -1,0 +1,102 @@
+/**
+ * Per-episode output folders: `<output_dir>/<tag>/seed_<seed>/` with messages.json,
+ * transcript.md, images/obs_<TT>_<I>.png and metrics.json.
+ *
+ * A folder is written whole under a temporary name and renamed into place, so a folder
+ * with a metrics.json is always complete, and an interrupted write leaves nothing behind
+ * that looks finished.
+ */
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import type { Observation } from "../../envs/_common/types.ts";
+import { pngBytes } from "../clients/image-encoding.ts";
+import type { EpisodeRecord } from "../harness/types.ts";
+import type { EpisodeMetrics } from "./episode-metrics.ts";
+import { observationImageName } from "./layout.ts";
+import { renderTranscript } from "./transcript.ts";
+
+/** The metrics of a finished episode, or undefined when there is none (or it is unreadable). */
+export function readEpisodeMetrics(dir: string): EpisodeMetrics | undefined {
+  const path = join(dir, "metrics.json");
+  if (!existsSync(path)) return undefined;
+  try {
+    return JSON.parse(readFileSync(path, "utf8")) as EpisodeMetrics;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A message part as written to messages.json: images become references to their PNG files. */
+type DumpedPart = { type: "text"; text: string } | { type: "image"; path: string };
+
+interface DumpedMessage {
+  role: string;
+  content: DumpedPart[];
+  /** For assistant messages: which turn, and the env's answer to it. */
+  turn?: number;
+  reward?: number;
+  done?: boolean;
+}
+
+/**
+ * The conversation as a log: system prompt, first observation, then for every turn the
+ * reply and the observation that came back (also the last one, so the outcome is visible).
+ */
+export function dumpConversation(record: EpisodeRecord): DumpedMessage[] {
+  const observationMessage = (role: string, obs: Observation, turn: number): DumpedMessage => {
+    const content: DumpedPart[] = [];
+    if (obs.text !== "") content.push({ type: "text", text: obs.text });
+    obs.images.forEach((_, i) => content.push({ type: "image", path: observationImageName(turn, i) }));
+    return { role, content };
+  };
+  const messages: DumpedMessage[] = [
+    { role: "system", content: [{ type: "text", text: record.systemPrompt.text }] },
+    observationMessage("user", record.initialObservation, 0),
+  ];
+  for (const t of record.turns) {
+    messages.push({ role: "assistant", content: [{ type: "text", text: t.completion.text }], turn: t.index, reward: t.reward, done: t.done });
+    messages.push(observationMessage("user", t.observation, t.index));
+  }
+  return messages;
+}
+
+/** Write an episode's folder atomically. `record` is absent for episodes that never ran. */
+export function writeEpisode(dir: string, metrics: EpisodeMetrics, record?: EpisodeRecord): void {
+  const parent = dirname(dir);
+  mkdirSync(parent, { recursive: true });
+  const tmp = join(parent, `.${basename(dir)}.tmp-${process.pid}-${Math.random().toString(36).slice(2, 10)}`);
+  mkdirSync(tmp, { recursive: true });
+  try {
+    if (record) {
+      mkdirSync(join(tmp, "images"), { recursive: true });
+      const observations = [record.initialObservation, ...record.turns.map((t) => t.observation)];
+      observations.forEach((obs, turn) =>
+        obs.images.forEach((img, i) => writeFileSync(join(tmp, observationImageName(turn, i)), pngBytes(img))),
+      );
+      writeFileSync(join(tmp, "messages.json"), `${JSON.stringify(dumpConversation(record), null, 2)}\n`);
+      writeFileSync(join(tmp, "transcript.md"), renderTranscript(record, metrics));
+    }
+    writeFileSync(join(tmp, "metrics.json"), `${JSON.stringify(metrics, null, 2)}\n`);
+    // An older folder here is unfinished or a failed attempt being rerun: replace it.
+    rmSync(dir, { recursive: true, force: true });
+    renameSync(tmp, dir);
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/** Remove temporary folders left by a run that was killed mid-write. */
+export function removeStaleTemporaries(tagDir: string): void {
+  if (!existsSync(tagDir)) return;
+  for (const name of readdirSync(tagDir)) {
+    if (name.startsWith(".") && name.includes(".tmp-")) rmSync(join(tagDir, name), { recursive: true, force: true });
+  }
+}
+
+/** Write a file by writing a sibling temporary file and renaming it over the target. */
+export function writeFileAtomic(path: string, content: string): void {
+  const tmp = `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
+  writeFileSync(tmp, content);
+  renameSync(tmp, path);
+}

@@ -1,0 +1,68 @@
+/**
+ * summary.json and the printed table. The summary is rebuilt from the metrics.json files
+ * on disk for the episodes the config asks for, so a resumed or interrupted run reports
+ * exactly what has finished.
+ */
+import type { EpisodeMetrics } from "./episode-metrics.ts";
+
+export interface EnvSummary {
+  env_name: string;
+  harness: string;
+  /** Episodes with a metrics.json (finished, including ones that ended in an error). */
+  episodes: number;
+  /** Episodes the config asks for. */
+  planned: number;
+  success_rate: number;
+  mean_reward: number;
+  mean_turns: number;
+  /** Malformed answers over all turns where the env judged the format; null if it never did. */
+  format_error_rate: number | null;
+  /** Episodes that ended in a model, env or other error. */
+  error_episodes: number;
+}
+
+export interface EvalSummary {
+  created_at: string;
+  model: string;
+  /** True when every planned episode has finished. */
+  complete: boolean;
+  envs: Record<string, EnvSummary>;
+}
+
+export function summarizeEnv(envName: string, harness: string, planned: number, episodes: EpisodeMetrics[]): EnvSummary {
+  const n = episodes.length;
+  const mean = (f: (m: EpisodeMetrics) => number) => (n === 0 ? 0 : episodes.reduce((s, m) => s + f(m), 0) / n);
+  const checked = episodes.reduce((s, m) => s + m.format_checked_turns, 0);
+  const errors = episodes.reduce((s, m) => s + m.format_errors, 0);
+  return {
+    env_name: envName,
+    harness,
+    episodes: n,
+    planned,
+    success_rate: mean((m) => (m.success ? 1 : 0)),
+    mean_reward: mean((m) => m.cumulative_reward),
+    mean_turns: mean((m) => m.num_turns),
+    format_error_rate: checked === 0 ? null : errors / checked,
+    error_episodes: episodes.filter((m) => m.finish_reason === "model_error" || m.finish_reason === "env_error" || m.finish_reason === "error").length,
+  };
+}
+
+const COLUMNS = ["env", "episodes", "success_rate", "mean_reward", "mean_turns", "format_error_rate", "errors"] as const;
+
+/** The summary as an aligned plain-text table (one row per env). */
+export function formatSummaryTable(summary: EvalSummary): string {
+  const rows: string[][] = Object.entries(summary.envs).map(([tag, s]) => [
+    tag,
+    s.episodes === s.planned ? String(s.episodes) : `${s.episodes}/${s.planned}`,
+    s.success_rate.toFixed(3),
+    s.mean_reward.toFixed(3),
+    s.mean_turns.toFixed(2),
+    s.format_error_rate === null ? "-" : s.format_error_rate.toFixed(3),
+    String(s.error_episodes),
+  ]);
+  const table = [[...COLUMNS], ...rows];
+  const widths = COLUMNS.map((_, c) => Math.max(...table.map((r) => r[c]!.length)));
+  // Left-align the tag column, right-align the numbers.
+  const line = (r: string[]) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join("  ");
+  return `${table.map(line).join("\n")}\n`;
+}

@@ -1,0 +1,121 @@
+/**
+ * The episode loop shared by the built-in harnesses. A harness built with
+ * `defineHarness` only says what to send each turn (`prompt`) and whether a reported
+ * success ends the episode; the loop does reset, system prompt, generate, step, record.
+ *
+ * Failures are part of the record, not exceptions: a client that still fails after its
+ * retries ends the episode with "model_error", an env that throws with "env_error" (as
+ * VAGEN's agent loop does). Only an abort propagates, so a cancelled episode is never
+ * mistaken for a finished one.
+ */
+import type { Observation } from "../../envs/_common/types.ts";
+import { abortError, isAbortError } from "../clients/errors.ts";
+import type { ChatMessage, Completion } from "../clients/types.ts";
+import { DEFAULT_IMAGE_PLACEHOLDER, observationToMessage, reportedSuccess } from "./observation.ts";
+import type { EpisodeFinishReason, EpisodeRecord, Harness, HarnessRunOptions, TurnRecord } from "./types.ts";
+
+/** What a prompt policy can look at when building the next turn's messages. */
+export interface ConversationView {
+  system: ChatMessage;
+  /** The first observation, as a user message. */
+  initial: ChatMessage;
+  /** Earlier turns, oldest first: the reply and the observation that followed. */
+  turns: ReadonlyArray<{ assistant: ChatMessage; observation: ChatMessage; record: TurnRecord }>;
+  /** The observation the model must answer now (the initial one on turn 1). */
+  current: ChatMessage;
+}
+
+export interface HarnessDefinition {
+  name: string;
+  rowPerTurn: boolean;
+  /** Whether `info.success` ends the episode even when the env does not say done. */
+  stopOnSuccess: boolean;
+  prompt(view: ConversationView): ChatMessage[];
+}
+
+export function defineHarness(definition: HarnessDefinition): Harness {
+  return {
+    name: definition.name,
+    rowPerTurn: definition.rowPerTurn,
+    runEpisode: (options) => runAgentLoop(definition, options),
+  };
+}
+
+const ENV_ERROR_OBSERVATION: Observation = { text: "Environment Error", images: [] };
+
+export async function runAgentLoop(definition: HarnessDefinition, options: HarnessRunOptions): Promise<EpisodeRecord> {
+  const { env, client, seed, maxTurns, sampling, signal } = options;
+  const placeholder = options.imagePlaceholder ?? DEFAULT_IMAGE_PLACEHOLDER;
+  const record: EpisodeRecord = {
+    harness: definition.name,
+    rowPerTurn: definition.rowPerTurn,
+    seed,
+    systemPrompt: { text: "", images: [] },
+    initialObservation: { text: "", images: [] },
+    resetInfo: {},
+    turns: [],
+    finishReason: "max_turns",
+    totalReward: 0,
+  };
+  const finish = (reason: EpisodeFinishReason, error?: unknown): EpisodeRecord => {
+    record.finishReason = reason;
+    if (error !== undefined && (reason === "model_error" || reason === "env_error")) {
+      record.error = { kind: reason, message: error instanceof Error ? error.message : String(error) };
+    }
+    record.totalReward = record.turns.reduce((sum, t) => sum + t.reward, 0);
+    return record;
+  };
+
+  let system: ChatMessage;
+  let current: ChatMessage;
+  try {
+    // Reset before the system prompt: remote envs rely on this order.
+    const reset = await env.reset(seed);
+    record.initialObservation = reset.obs;
+    record.resetInfo = reset.info;
+    record.systemPrompt = await env.systemPrompt();
+    system = observationToMessage("system", record.systemPrompt, placeholder);
+    current = observationToMessage("user", reset.obs, placeholder);
+  } catch (err) {
+    if (isAbortError(err)) throw err;
+    return finish("env_error", err);
+  }
+  const initial = current;
+  const history: { assistant: ChatMessage; observation: ChatMessage; record: TurnRecord }[] = [];
+
+  for (let index = 1; index <= maxTurns; index++) {
+    if (signal?.aborted) throw abortError(signal);
+    const prompt = definition.prompt({ system, initial, turns: history, current });
+    let completion: Completion;
+    try {
+      completion = await client.create(prompt, sampling, { signal });
+    } catch (err) {
+      if (isAbortError(err) || signal?.aborted) throw isAbortError(err) ? err : abortError(signal);
+      return finish("model_error", err);
+    }
+
+    let turn: TurnRecord;
+    let envError: unknown;
+    try {
+      const step = await env.step(completion.text);
+      turn = { index, prompt, completion, reward: step.reward, done: step.done, info: step.info, observation: step.obs };
+    } catch (err) {
+      envError = err;
+      turn = { index, prompt, completion, reward: 0, done: true, info: {}, observation: ENV_ERROR_OBSERVATION };
+    }
+    record.turns.push(turn);
+    options.onTurn?.(turn);
+    if (envError !== undefined) return finish("env_error", envError);
+    if (turn.done) return finish("done");
+    if (definition.stopOnSuccess && reportedSuccess(turn.info) === true) return finish("success");
+
+    const assistant: ChatMessage = { role: "assistant", content: [{ type: "text", text: completion.text }] };
+    try {
+      current = observationToMessage("user", turn.observation, placeholder);
+    } catch (err) {
+      return finish("env_error", err);
+    }
+    history.push({ assistant, observation: current, record: turn });
+  }
+  return finish("max_turns");
+}
