@@ -58,8 +58,10 @@ function headerVersion(includeDirs: string[]): string | undefined {
   for (const dir of includeDirs) {
     const f = join(dir, "torch", "version.h");
     if (!existsSync(f)) continue;
-    const m = readFileSync(f, "utf8").match(/#define TORCH_VERSION "([^"]+)"/);
-    if (m) return m[1];
+    const text = readFileSync(f, "utf8");
+    const part = (name: string) => text.match(new RegExp(`#define TORCH_VERSION_${name}\\s+(\\d+)`))?.[1];
+    const [major, minor, patch] = [part("MAJOR"), part("MINOR"), part("PATCH")];
+    if (major && minor) return `${major}.${minor}.${patch ?? 0}`;
   }
   return undefined;
 }

@@ -5,4 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
+# The CLI tests run the compiled binary; in this script it always exists.
+export VAGEN_REQUIRE_BINARY=1
 bun test "$@"
