@@ -1,0 +1,159 @@
+/**
+ * The Sokoban env (VAGEN main `sokoban_env.py`, spec 2.6): parse the turn, run up to
+ * `max_actions_per_step` moves, stop at the first unknown word or on success, reward,
+ * render.
+ */
+import { parseConfig } from "../_common/config.ts";
+import { actionObservationText, initialObservationText } from "../_common/observation.ts";
+import { parseResponse, type ParsedResponse } from "../_common/parsers.ts";
+import { gridObject, type GridState, type Position } from "../_common/state.ts";
+import type { Env, EnvInfo, Observation, ResetResult, StepResult } from "../_common/types.ts";
+import { resolveSokobanRewards, sokobanConfigSchema, type SokobanConfig, type SokobanConfigInput, type SokobanRewards } from "./config.ts";
+import { allBoxesOnTarget, applyMove } from "./dynamics.ts";
+import { generateLevel, type Level } from "./generate.ts";
+import { sokobanSystemPrompt } from "./prompts.ts";
+import { SokobanImageRenderer, renderText } from "./render.ts";
+import { ACTIONS, CELL, playerIndex, type SokobanAction, type SokobanRoom } from "./room.ts";
+
+const ACTION_SET = new Set<string>(ACTIONS);
+
+export class SokobanEnv implements Env {
+  readonly config: SokobanConfig;
+  private readonly rewards: SokobanRewards;
+  private readonly images = new SokobanImageRenderer();
+  private room: SokobanRoom | null = null;
+  private player = -1;
+  private level: Level | null = null;
+  /** Sum of rewards since the last reset. */
+  totalReward = 0;
+
+  constructor(config: SokobanConfigInput | SokobanConfig = {}) {
+    this.config = parseConfig(sokobanConfigSchema, config, { subject: 'env "Sokoban"' });
+    this.rewards = resolveSokobanRewards(this.config);
+  }
+
+  async reset(seed: number): Promise<ResetResult> {
+    const [height, width] = this.config.dim_room;
+    this.level = generateLevel(seed, {
+      height,
+      width,
+      numBoxes: this.config.num_boxes,
+      solutionRange: this.config.min_solution_steps,
+      maxTries: this.config.reset_seed_max_tries,
+      bfsMaxDepth: this.config.min_solution_bfs_max_depth,
+    });
+    this.room = this.level.room;
+    this.player = playerIndex(this.room);
+    this.totalReward = 0;
+    const info: EnvInfo = { state: this.groundTruth(), level_seed: this.level.seedUsed };
+    if (this.level.solution) info.optimal_solution_length = this.level.solution.length;
+    if (!this.level.accepted) info.level_filter_failed = true;
+    return { obs: this.observe(null), info };
+  }
+
+  async step(response: string): Promise<StepResult> {
+    const room = this.requireRoom();
+    const parsed = parseResponse(response, {
+      format: this.config.prompt_format,
+      actionSep: this.config.action_sep,
+      maxActions: this.config.max_actions_per_step,
+    });
+    const startPlayer = this.player;
+    const validActions: SokobanAction[] = [];
+    let actionIsValid = parsed.actions.length > 0 && parsed.format_correct;
+    let success = false;
+    let done = false;
+    let reward = 0;
+
+    for (const action of parsed.actions) {
+      if (!ACTION_SET.has(action)) {
+        actionIsValid = false;
+        break;
+      }
+      const move = applyMove(room, this.player, action as SokobanAction);
+      if (move.moved) this.player = room.state.indexOf(CELL.player);
+      if (this.rewards.useGymReward) reward += move.gymReward;
+      validActions.push(action as SokobanAction);
+      if (allBoxesOnTarget(room)) {
+        done = true;
+        success = true;
+        reward += this.rewards.successReward;
+        break;
+      }
+    }
+
+    if (this.earnsFormatReward(parsed, validActions, actionIsValid)) reward += this.rewards.formatReward;
+    this.totalReward += reward;
+
+    const info: EnvInfo = {
+      ...parsed,
+      metrics: {
+        turn_metrics: {
+          action_is_valid: actionIsValid,
+          action_is_effective: this.player !== startPlayer,
+          format_correct: parsed.format_correct,
+        },
+        traj_metrics: { success },
+      },
+      success,
+      state: this.groundTruth(),
+      valid_actions: validActions,
+    };
+    return { obs: this.observe(validActions), reward, done, info };
+  }
+
+  async systemPrompt(): Promise<Observation> {
+    const c = this.config;
+    return { text: sokobanSystemPrompt(c.prompt_format, c.max_actions_per_step, c.action_sep, c.use_example_in_sys_prompt), images: [] };
+  }
+
+  async close(): Promise<void> {
+    this.room = null;
+  }
+
+  /** The current room (read-only use), e.g. for solvers and renderers. */
+  get currentRoom(): SokobanRoom | null {
+    return this.room;
+  }
+
+  private earnsFormatReward(parsed: ParsedResponse, validActions: readonly string[], actionIsValid: boolean): boolean {
+    if (this.rewards.formatRewardRule === "any_action_executed") return validActions.length > 0;
+    return actionIsValid && parsed.format_correct;
+  }
+
+  private observe(validActions: readonly string[] | null): Observation {
+    const room = this.requireRoom();
+    const vision = this.config.render_mode === "vision";
+    const body = vision ? this.config.image_placeholder : renderText(room);
+    const text = validActions === null ? initialObservationText(body) : actionObservationText(validActions, body);
+    return { text, images: vision ? [this.images.render(room)] : [] };
+  }
+
+  private groundTruth(): GridState {
+    const room = this.requireRoom();
+    const player = this.position(this.player);
+    const objects = [];
+    for (let i = 0; i < room.state.length; i++) {
+      const cell = room.state[i];
+      if (cell === CELL.box || cell === CELL.boxOnTarget) {
+        objects.push(gridObject("box", player, this.position(i), { on_target: cell === CELL.boxOnTarget }));
+      }
+    }
+    for (let i = 0; i < room.fixed.length; i++) {
+      if (room.fixed[i] === CELL.target) {
+        objects.push(gridObject("target", player, this.position(i), { covered: room.state[i] === CELL.boxOnTarget }));
+      }
+    }
+    return { grid_size: [room.height, room.width], player, objects };
+  }
+
+  private position(index: number): Position {
+    const width = this.requireRoom().width;
+    return [Math.floor(index / width), index % width];
+  }
+
+  private requireRoom(): SokobanRoom {
+    if (!this.room) throw new Error("Sokoban: call reset(seed) before step() or rendering");
+    return this.room;
+  }
+}
