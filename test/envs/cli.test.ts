@@ -5,7 +5,7 @@ import { join } from "node:path";
 import * as v from "valibot";
 import { decodePng } from "../../envs/_common/png.ts";
 import { RemoteEnv, remoteEnvConfigSchema } from "../../envs/remote/client.ts";
-import { parseKeyValues, parseValue } from "../../envs/cli/kv-args.ts";
+import { parseKeyValues } from "../../src/config/index.ts";
 import { halfBlockLines } from "../../envs/cli/terminal-image.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "vagen-env-cli-"));
@@ -27,10 +27,9 @@ describe("key=value parsing", () => {
       render_mode: "vision",
       a: { b: 1.5 },
     });
-    expect(parseValue('"42"')).toBe("42");
-    expect(parseValue("1e-3")).toBe(0.001);
-    expect(() => parseKeyValues(["novalue"])).toThrow(/key=value/);
-    expect(() => parseValue("[1,")).toThrow(/JSON/);
+    expect(parseKeyValues(['a="42"', "b=1e-3", 'desc=["SF","FG"]'])).toEqual({ a: "42", b: 0.001, desc: ["SF", "FG"] });
+    expect(() => parseKeyValues(["novalue"])).toThrow(/key\.path=value/);
+    expect(() => parseKeyValues(["a=[1,"])).toThrow(/YAML value/);
   });
 
   test("half-block rendering: one line per two pixel rows, 24-bit colours, scaled to fit", () => {

@@ -8,7 +8,7 @@ import { writeFileSync } from "node:fs";
 import { VagenError } from "../../errors.ts";
 import { configDefaults, configKeys } from "../../../envs/_common/config.ts";
 import { encodePng } from "../../../envs/_common/png.ts";
-import { parseKeyValues } from "../../../envs/cli/kv-args.ts";
+import { parseKeyValues } from "../../config/index.ts";
 import { play } from "../../../envs/cli/play.ts";
 import { readLines, replay } from "../../../envs/cli/replay.ts";
 import { createEnv, instantiateEnv, listEnvs, resolveEnv } from "../../../envs/registry.ts";
