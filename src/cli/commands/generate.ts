@@ -6,8 +6,7 @@
 import type { Command } from "commander";
 import { VagenError } from "../../errors.ts";
 import type { ChatContentPart, ChatMessage } from "../../models/chat_template.ts";
-import { generate, loadChatModel, readPng } from "../../models/index.ts";
-import { torchInfo, type DType } from "../../torch/index.ts";
+import type { DType } from "../../torch/index.ts";
 
 interface GenerateFlags {
   prompt: string;
@@ -45,7 +44,10 @@ export function register(program: Command): void {
     .option("--device <device>", "cuda or cpu (default: cuda when available)")
     .option("--dtype <dtype>", "bf16 or f32 (default: bf16 on cuda, f32 on cpu)")
     .option("--json", "print {text, token_ids, logprobs} as JSON")
-    .action((dir: string, flags: GenerateFlags) => {
+    .action(async (dir: string, flags: GenerateFlags) => {
+      // Loaded here, not at startup: commands that never touch tensors must not need libtorch.
+      const { generate, loadChatModel, readPng } = await import("../../models/index.ts");
+      const { torchInfo } = await import("../../torch/index.ts");
       const device = flags.device ?? (torchInfo().cudaDevices > 0 ? "cuda" : "cpu");
       if (device !== "cpu" && !device.startsWith("cuda")) throw new VagenError(`--device: got ${JSON.stringify(device)}, expected cuda or cpu`);
       const dtype = (flags.dtype ?? (device === "cpu" ? "f32" : "bf16")) as DType;

@@ -1,0 +1,78 @@
+/**
+ * Qwen2.5-VL's processor: chat template -> text with one `<|image_pad|>` per image ->
+ * each pad expanded to the image's merged-token count -> token ids, plus the image
+ * processor's pixel values and grids. Mirrors transformers' Qwen2_5_VLProcessor, and
+ * checks that image markers, images and image tokens agree before anything runs.
+ */
+import type { RGBImage } from "../../../envs/_common/types.ts";
+import { VagenError } from "../../errors.ts";
+import { countImages, type ChatMessage, type ChatTemplate } from "../chat_template.ts";
+import { mergedTokenCount, processImages, type ImageProcessorOptions, type ProcessedImages } from "../image_processor.ts";
+import type { TextTokenizer } from "../tokenizer.ts";
+
+export const IMAGE_PAD = "<|image_pad|>";
+
+export interface EncodedPrompt {
+  /** Token ids with image pads expanded. */
+  inputIds: number[];
+  /** The rendered chat text (before expansion). */
+  text: string;
+  /** Images of this prompt, processed (undefined when there are none). */
+  images?: ProcessedImages;
+}
+
+export class Qwen25VLProcessor {
+  constructor(
+    readonly tokenizer: TextTokenizer,
+    readonly template: ChatTemplate,
+    readonly imageOptions: ImageProcessorOptions,
+    readonly imageTokenId: number,
+  ) {}
+
+  /** Render messages with the chat template and encode them with their images. */
+  encodeChat(messages: readonly ChatMessage[], images: readonly RGBImage[], opts: { addGenerationPrompt?: boolean } = {}): EncodedPrompt {
+    const marked = countImages(messages);
+    if (marked !== images.length) {
+      throw new VagenError(`the messages mark ${marked} image(s) but ${images.length} image(s) were given`);
+    }
+    const text = this.template.render(messages, { addGenerationPrompt: opts.addGenerationPrompt ?? true });
+    return this.encodeText(text, images);
+  }
+
+  /** Encode text whose images appear as single `<|image_pad|>` markers. */
+  encodeText(text: string, images: readonly RGBImage[]): EncodedPrompt {
+    const parts = text.split(IMAGE_PAD);
+    if (parts.length - 1 !== images.length) {
+      throw new VagenError(`the prompt has ${parts.length - 1} ${IMAGE_PAD} marker(s) but ${images.length} image(s) were given`);
+    }
+    const processed = images.length ? processImages(images, this.imageOptions) : undefined;
+    const inputIds: number[] = [];
+    parts.forEach((part, i) => {
+      if (part) inputIds.push(...this.tokenizer.encode(part));
+      if (i < parts.length - 1) {
+        const n = mergedTokenCount(processed!.gridThw[i]!, this.imageOptions.mergeSize);
+        for (let k = 0; k < n; k++) inputIds.push(this.imageTokenId);
+      }
+    });
+    return { inputIds, text, images: processed };
+  }
+}
+
+/** Check that the image tokens of `inputIds` match the images' merged-token counts. */
+export function checkImageTokens(inputIds: readonly (readonly number[])[], gridThw: readonly (readonly number[])[], imageTokenId: number, mergeSize: number): void {
+  let tokens = 0;
+  for (const row of inputIds) for (const id of row) if (id === imageTokenId) tokens++;
+  const features = gridThw.reduce((s, g) => s + mergedTokenCount(g, mergeSize), 0);
+  if (tokens > 0 && gridThw.length === 0) {
+    throw new VagenError(
+      `the token ids hold ${tokens} image token(s) but no images were given: a VLM forward without its images is refused`,
+      "pass the images (pixel values and grids) that the prompt's image tokens stand for",
+    );
+  }
+  if (tokens !== features) {
+    throw new VagenError(
+      `image features and image tokens do not match: the token ids hold ${tokens} image token(s), the ${gridThw.length} image(s) give ${features} feature(s)`,
+      "each image needs exactly (t*h*w)/merge^2 image-pad tokens, in image order",
+    );
+  }
+}

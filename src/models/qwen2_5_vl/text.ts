@@ -1,0 +1,169 @@
+/**
+ * Qwen2.5-VL's language model: token embedding, decoder layers (RMSNorm, grouped-query
+ * attention with biased q/k/v and multimodal rotary embeddings, RMSNorm, gated SiLU MLP),
+ * final RMSNorm, and the heads on top (tied or untied logits, a scalar value head).
+ *
+ * Everything is differentiable and batched: `forward` takes embeddings (so the caller can
+ * splice image features in), 3D position ids (3, B, T), an optional 0/1 attention mask
+ * over all past + current positions (left or right padding), and an optional KV cache,
+ * or an attention hook for callers that keep their own cache layout (the serving engine).
+ */
+import * as torch from "../../torch/index.ts";
+import { F, type Tensor } from "../../torch/index.ts";
+import type { KVCache } from "../kv_cache.ts";
+import type { Weights } from "../weights.ts";
+import type { Qwen25VLTextConfig } from "./config.ts";
+import { gatedMlp, rmsNorm, rotateHalf } from "./layers.ts";
+
+export interface DecoderInput {
+  /** (B, T, hidden) input embeddings. */
+  inputsEmbeds: Tensor;
+  /** (3, B, T) integer positions (temporal, height, width). */
+  positionIds: Tensor;
+  /**
+   * (B, past + T) with 1 for real tokens and 0 for padding. Omitted: every position is
+   * real. A query never attends to padding, nor to the future.
+   */
+  attentionMask?: Tensor;
+  kvCache?: KVCache;
+  /**
+   * Replaces the built-in attention (mask + KV cache + SDPA) for callers that own the
+   * cache layout, such as a batched serving engine. Receives rotated q (B, heads, T, D) and
+   * k/v (B, kvHeads, T, D) of the new positions; returns (B, heads, T, D).
+   */
+  attention?: AttentionHook;
+}
+
+export interface AttentionHook {
+  attend(layer: number, q: Tensor, k: Tensor, v: Tensor): Tensor;
+}
+
+export class Qwen25TextModel {
+  constructor(
+    readonly config: Qwen25VLTextConfig,
+    private readonly weights: Weights,
+  ) {}
+
+  private w(name: string): Tensor {
+    return this.weights.get(name)!;
+  }
+
+  /** (B, T) int64 ids -> (B, T, hidden). */
+  embed(inputIds: Tensor): Tensor {
+    return F.embedding(inputIds, this.w("model.embed_tokens.weight"));
+  }
+
+  /** Final hidden states (B, T, hidden), after the last RMSNorm. */
+  forward(input: DecoderInput): Tensor {
+    const c = this.config;
+    const { inputsEmbeds, positionIds, attentionMask, kvCache, attention } = input;
+    const [B, T] = inputsEmbeds.shape as [number, number, number];
+    const past = kvCache?.pastLength ?? 0;
+    const device = inputsEmbeds.device;
+    const [cos, sin] = torch.tidy(() => this.rotaryCosSin(positionIds, inputsEmbeds.dtype));
+    const mask = attention ? undefined : torch.tidy(() => decoderMask(attentionMask, B, T, past, device));
+
+    let h = inputsEmbeds;
+    for (let i = 0; i < c.numLayers; i++) {
+      const layerIn = h;
+      h = torch.tidy(() => {
+        const p = `model.layers.${i}`;
+        const a = layerIn.add(this.attention(i, rmsNorm(layerIn, this.w(`${p}.input_layernorm.weight`), c.rmsNormEps), cos, sin, { mask, kvCache, hook: attention }));
+        return a.add(gatedMlp(rmsNorm(a, this.w(`${p}.post_attention_layernorm.weight`), c.rmsNormEps), this.weights, `${p}.mlp`));
+      });
+      // Each layer's output is only the next layer's input: free its handle now (autograd
+      // keeps what backward needs on the libtorch side).
+      if (layerIn !== inputsEmbeds) layerIn.dispose();
+    }
+    const out = rmsNorm(h, this.w("model.norm.weight"), c.rmsNormEps);
+    if (h !== inputsEmbeds) h.dispose();
+    cos.dispose();
+    sin.dispose();
+    mask?.dispose();
+    return out;
+  }
+
+  /** (B, T, vocab) logits; with tied embeddings the head is the embedding matrix. */
+  logits(hidden: Tensor): Tensor {
+    const head = this.config.tieWordEmbeddings ? this.w("model.embed_tokens.weight") : this.w("lm_head.weight");
+    return F.linear(hidden, head);
+  }
+
+  /**
+   * cos/sin (B, T, headDim) in the compute dtype. Each frequency pair takes its angle from
+   * the temporal, height or width position according to mrope_section.
+   */
+  private rotaryCosSin(positionIds: Tensor, dtype: Tensor["dtype"]): [Tensor, Tensor] {
+    const c = this.config;
+    const device = positionIds.device;
+    const exponents = torch.arange(0, c.headDim, 2, { dtype: "f32", device }).div(c.headDim);
+    const invFreq = exponents.rpow(c.ropeTheta).rdiv(1);
+    // (3, B, T, 1) * (half) -> (3, B, T, half): the same products as transformers' matmul.
+    const freqs = positionIds.to("f32").unsqueeze(-1).mul(invFreq);
+    const [s0, s1, s2] = c.mropeSection;
+    const picked = torch.cat(
+      [freqs.select(0, 0).narrow(-1, 0, s0), freqs.select(0, 1).narrow(-1, s0, s1), freqs.select(0, 2).narrow(-1, s0 + s1, s2)],
+      -1,
+    );
+    const emb = torch.cat([picked, picked], -1);
+    return [emb.cos().to(dtype), emb.sin().to(dtype)];
+  }
+
+  private attention(
+    layer: number,
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    how: { mask?: Tensor; kvCache?: KVCache; hook?: AttentionHook },
+  ): Tensor {
+    const c = this.config;
+    const p = `model.layers.${layer}.self_attn`;
+    const [B, T] = x.shape as [number, number, number];
+    const proj = (name: string, heads: number) =>
+      F.linear(x, this.w(`${p}.${name}.weight`), this.w(`${p}.${name}.bias`)).reshape([B, T, heads, c.headDim]).transpose(1, 2);
+    const cs = cos.unsqueeze(1);
+    const sn = sin.unsqueeze(1);
+    const rope = (t: Tensor) => t.mul(cs).add(rotateHalf(t).mul(sn));
+    const q = rope(proj("q_proj", c.numHeads));
+    let k = rope(proj("k_proj", c.numKvHeads));
+    let v = proj("v_proj", c.numKvHeads);
+    let out: Tensor;
+    if (how.hook) {
+      out = how.hook.attend(layer, q, k, v);
+    } else {
+      if (how.kvCache) [k, v] = how.kvCache.update(layer, k, v);
+      out = F.scaledDotProductAttention(q, k, v, {
+        attnMask: how.mask,
+        // Without a mask: causal over a fresh sequence; one new token attends to everything.
+        isCausal: !how.mask && T > 1,
+        scale: c.headDim ** -0.5,
+        enableGqa: c.numKvHeads !== c.numHeads,
+      });
+    }
+    return F.linear(out.transpose(1, 2).reshape([B, T, c.numHeads * c.headDim]), this.w(`${p}.o_proj.weight`));
+  }
+}
+
+/**
+ * (B, 1, T, past + T) boolean mask: causal, minus padded keys. A query at a padded slot
+ * would see no key at all (softmax over nothing is NaN, and NaN leaks through 0 * NaN in
+ * later layers), so it attends to itself; its output is never used.
+ * Undefined when plain causal attention is enough (no padding, no cache).
+ */
+export function decoderMask(attentionMask: Tensor | undefined, B: number, T: number, past: number, device: string): Tensor | undefined {
+  if (!attentionMask && past === 0) return undefined;
+  const S = past + T;
+  const keys = torch.arange(0, S, 1, { dtype: "i64", device }).unsqueeze(0); // (1, S)
+  const queries = torch.arange(past, S, 1, { dtype: "i64", device }).unsqueeze(1); // (T, 1)
+  let allowed = keys.le(queries); // (T, S)
+  if (attentionMask) {
+    if (attentionMask.shape[0] !== B || attentionMask.shape[1] !== S) {
+      throw new Error(`attention mask has shape [${attentionMask.shape.join(", ")}], expected [${B}, ${S}] (batch, past + new tokens)`);
+    }
+    const valid = attentionMask.ne(0).reshape([B, 1, 1, S]);
+    allowed = allowed.unsqueeze(0).unsqueeze(0).logicalAnd(valid).logicalOr(keys.eq(queries));
+  } else {
+    allowed = allowed.reshape([1, 1, T, S]).expand([B, 1, T, S]);
+  }
+  return allowed;
+}

@@ -1,0 +1,139 @@
+/**
+ * Qwen2.5-VL's vision tower: patch embedding (the Conv3d with stride = kernel, computed
+ * as the equivalent linear map over the processor's flattened patches), 2D rotary
+ * embeddings, blocks of RMSNorm + attention + RMSNorm + gated SiLU MLP where most blocks
+ * attend within windows and `fullatt_block_indexes` attend over the whole image, and the
+ * 2x2 patch merger (RMSNorm + Linear-GELU-Linear) that yields one LLM token per block.
+ *
+ * Attention segments (windows, images) become one block-diagonal boolean mask, so every
+ * image of a batch goes through each block in a single attention call.
+ */
+import * as torch from "../../torch/index.ts";
+import { F, type Tensor } from "../../torch/index.ts";
+import type { Weights } from "../weights.ts";
+import type { Qwen25VLVisionConfig } from "./config.ts";
+import { visionLayout } from "./vision_layout.ts";
+import { gatedMlp, rmsNorm, rotateHalf } from "./layers.ts";
+
+const VISION_NORM_EPS = 1e-6;
+const VISION_ROPE_THETA = 10000;
+
+export class Qwen25VisionTower {
+  constructor(
+    readonly config: Qwen25VLVisionConfig,
+    private readonly weights: Weights,
+  ) {}
+
+  private w(name: string): Tensor {
+    return this.weights.get(`visual.${name}`)!;
+  }
+
+  /**
+   * pixelValues: (numPatches, C * temporalPatch * patch^2) from the image processor, all
+   * images concatenated; gridThw: per image [t, h, w] in patches.
+   * Returns (numPatches / merge^2, outHiddenSize) in the processor's order.
+   */
+  encode(pixelValues: Tensor, gridThw: readonly (readonly number[])[]): Tensor {
+    const c = this.config;
+    const unit = c.spatialMergeSize ** 2;
+    const layout = visionLayout(gridThw, c);
+    const n = pixelValues.shape[0]!;
+    const expected = gridThw.reduce((s, g) => s + g[0]! * g[1]! * g[2]!, 0);
+    if (n !== expected) {
+      throw new Error(`vision tower: ${n} patches given but the image grids ${JSON.stringify(gridThw)} need ${expected}`);
+    }
+    const device = pixelValues.device;
+    const projW = this.w("patch_embed.proj.weight");
+    const dtype = projW.dtype;
+
+    // Window order: merged blocks regrouped so each window is contiguous.
+    const windowIndex = torch.tensor(layout.windowIndex, [layout.windowIndex.length], { dtype: "i64", device });
+    // Conv3d(kernel = stride = patch) over a patch == dot product with the flattened kernel.
+    let x = torch.tidy(() =>
+      F.linear(pixelValues.to(dtype), projW.reshape([c.hiddenSize, -1]))
+        .reshape([n / unit, unit, c.hiddenSize])
+        .indexSelect(0, windowIndex)
+        .reshape([n, c.hiddenSize]),
+    );
+
+    const [cos, sin] = torch.tidy(() => this.rotaryCosSin(layout.rotaryPositions, layout.maxGridSide, windowIndex, n, device));
+    const windowMask = torch.tidy(() => blockDiagonalMask(layout.windowSeqlens, n, device));
+    // Full attention is per image; the window order keeps each image's patches contiguous
+    // and in image order, so the per-image boundaries still apply.
+    const fullMask = torch.tidy(() => blockDiagonalMask(layout.fullSeqlens, n, device));
+
+    for (let i = 0; i < c.depth; i++) {
+      const mask = c.fullAttentionBlocks.includes(i) ? fullMask : windowMask;
+      const blockIn = x;
+      x = torch.tidy(() => this.block(i, blockIn, cos, sin, mask));
+      blockIn.dispose();
+    }
+
+    const reverse = torch.tensor(layout.reverseIndex, [layout.reverseIndex.length], { dtype: "i64", device });
+    const out = torch.tidy(() => this.merge(x).indexSelect(0, reverse));
+    for (const t of [x, reverse, windowIndex, cos, sin, windowMask, fullMask]) t.dispose();
+    return out;
+  }
+
+  /** cos/sin (n, headDim) in float32, rows in window order. */
+  private rotaryCosSin(positions: Int32Array, maxSide: number, windowIndex: Tensor, n: number, device: string): [Tensor, Tensor] {
+    const c = this.config;
+    const dim = c.headDim / 2;
+    const unit = c.spatialMergeSize ** 2;
+    // inv_freq = 1 / theta^(2i/dim), computed in float32 like transformers.
+    const exponents = torch.arange(0, dim, 2, { dtype: "f32", device }).div(dim);
+    const invFreq = exponents.rpow(VISION_ROPE_THETA).rdiv(1);
+    const table = torch.arange(0, maxSide, 1, { dtype: "f32", device }).outer(invFreq); // (maxSide, dim/2)
+    const pos = torch.tensor(positions, [n, 2], { dtype: "i64", device });
+    const rows = table.indexSelect(0, pos.select(1, 0));
+    const cols = table.indexSelect(0, pos.select(1, 1));
+    let freqs = torch.cat([rows, cols], 1); // (n, dim)
+    freqs = freqs.reshape([n / unit, unit, dim]).indexSelect(0, windowIndex).reshape([n, dim]);
+    const emb = torch.cat([freqs, freqs], 1); // (n, headDim)
+    return [emb.cos(), emb.sin()];
+  }
+
+  private block(i: number, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor): Tensor {
+    const p = `blocks.${i}`;
+    const h = x.add(this.attention(p, rmsNorm(x, this.w(`${p}.norm1.weight`), VISION_NORM_EPS), cos, sin, mask));
+    return h.add(gatedMlp(rmsNorm(h, this.w(`${p}.norm2.weight`), VISION_NORM_EPS), this.weights, `visual.${p}.mlp`));
+  }
+
+  private attention(p: string, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor): Tensor {
+    const c = this.config;
+    const n = x.shape[0]!;
+    const qkv = F.linear(x, this.w(`${p}.attn.qkv.weight`), this.w(`${p}.attn.qkv.bias`))
+      .reshape([n, 3, c.numHeads, c.headDim])
+      .permute([1, 0, 2, 3]);
+    // Rotary in float32, back to the compute dtype (as transformers does).
+    const dtype = x.dtype;
+    const rot = (t: Tensor) => {
+      const f = t.to("f32");
+      const cs = cos.unsqueeze(1);
+      const sn = sin.unsqueeze(1);
+      return f.mul(cs).add(rotateHalf(f).mul(sn)).to(dtype);
+    };
+    const q = rot(qkv.select(0, 0)).transpose(0, 1).unsqueeze(0); // (1, heads, n, hd)
+    const k = rot(qkv.select(0, 1)).transpose(0, 1).unsqueeze(0);
+    const v = qkv.select(0, 2).transpose(0, 1).unsqueeze(0);
+    const out = F.scaledDotProductAttention(q, k, v, { attnMask: mask, scale: c.headDim ** -0.5 });
+    const merged = out.squeeze(0).transpose(0, 1).reshape([n, c.hiddenSize]);
+    return F.linear(merged, this.w(`${p}.attn.proj.weight`), this.w(`${p}.attn.proj.bias`));
+  }
+
+  private merge(x: Tensor): Tensor {
+    const c = this.config;
+    const width = c.hiddenSize * c.spatialMergeSize ** 2;
+    const h = rmsNorm(x, this.w("merger.ln_q.weight"), VISION_NORM_EPS).reshape([-1, width]);
+    const a = F.gelu(F.linear(h, this.w("merger.mlp.0.weight"), this.w("merger.mlp.0.bias")));
+    return F.linear(a, this.w("merger.mlp.2.weight"), this.w("merger.mlp.2.bias"));
+  }
+}
+
+/** (1, 1, n, n) boolean mask, true inside each [bounds[i], bounds[i+1]) segment. */
+function blockDiagonalMask(bounds: readonly number[], n: number, device: string): Tensor {
+  const segment = new Int32Array(n);
+  for (let s = 0; s + 1 < bounds.length; s++) segment.fill(s, bounds[s]!, bounds[s + 1]!);
+  const ids = torch.tensor(segment, [n], { dtype: "i32", device });
+  return ids.unsqueeze(1).eq(ids.unsqueeze(0)).reshape([1, 1, n, n]);
+}
