@@ -1,0 +1,141 @@
+// Optimizer steps over whole parameter lists in one FFI call: AdamW (libtorch's fused
+// kernel where it has one, else the multi-tensor "foreach" kernels), SGD with momentum,
+// and gradient-norm clipping.
+#include "shim.h"
+
+#include <cmath>
+#include <map>
+
+using vt::T;
+
+namespace {
+
+struct Group {
+  std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+};
+
+// Parameters without a gradient are skipped (PyTorch's rule). Fused kernels need every
+// tensor of a call to share device and dtype, so parameters are grouped by both.
+std::map<std::pair<std::string, int>, Group> group_params(const double* params, const double* m, const double* v,
+                                                          int32_t n) {
+  std::map<std::pair<std::string, int>, Group> groups;
+  for (int32_t i = 0; i < n; i++) {
+    const at::Tensor& p = T(vt::unwrap_ptr(params[i]));
+    const at::Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    Group& grp = groups[{p.device().str(), static_cast<int>(p.scalar_type())}];
+    grp.params.push_back(p);
+    grp.grads.push_back(g);
+    grp.exp_avgs.push_back(T(vt::unwrap_ptr(m[i])));
+    grp.exp_avg_sqs.push_back(T(vt::unwrap_ptr(v[i])));
+  }
+  return groups;
+}
+
+bool fused_adamw_available(const at::Tensor& p) {
+#if VT_TORCH_AT_LEAST(2, 4)
+  return p.is_cuda() || p.is_cpu();
+#elif VT_TORCH_AT_LEAST(2, 1)
+  return p.is_cuda();
+#else
+  (void)p;
+  return false;
+#endif
+}
+
+void adamw_foreach(Group& g, double lr, double beta1, double beta2, double eps, double wd, double step) {
+  if (wd != 0) at::_foreach_mul_(g.params, 1 - lr * wd);
+  at::_foreach_mul_(g.exp_avgs, beta1);
+  at::_foreach_add_(g.exp_avgs, g.grads, 1 - beta1);
+  at::_foreach_mul_(g.exp_avg_sqs, beta2);
+  at::_foreach_addcmul_(g.exp_avg_sqs, g.grads, g.grads, 1 - beta2);
+  const double bias1 = 1 - std::pow(beta1, step);
+  const double bias2 = 1 - std::pow(beta2, step);
+  std::vector<at::Tensor> denom = at::_foreach_sqrt(g.exp_avg_sqs);
+  at::_foreach_div_(denom, std::sqrt(bias2));
+  at::_foreach_add_(denom, eps);
+  at::_foreach_addcdiv_(g.params, g.exp_avgs, denom, -lr / bias1);
+}
+
+}  // namespace
+
+VT_API int32_t vt_has_fused_adamw() { return VT_TORCH_AT_LEAST(2, 1) ? 1 : 0; }
+
+// One AdamW step (decoupled weight decay, PyTorch's torch.optim.AdamW semantics).
+// `step` is the 1-based step count after this update. mode: 0 fused when available,
+// 1 always foreach. out[0] = number of parameter groups that used the fused kernel.
+VT_API int32_t vt_adamw_step(const double* params, const double* exp_avgs, const double* exp_avg_sqs, int32_t n,
+                             double lr, double beta1, double beta2, double eps, double weight_decay, double step,
+                             int32_t mode, double* out) {
+  VT_TRY
+  c10::NoGradGuard no_grad;
+  auto groups = group_params(params, exp_avgs, exp_avg_sqs, n);
+  int fused_groups = 0;
+  for (auto& [key, g] : groups) {
+    (void)key;
+    if (mode == 0 && fused_adamw_available(g.params[0])) {
+#if VT_TORCH_AT_LEAST(2, 1)
+      // The kernel only reads the step count, so one 0-d tensor serves every parameter.
+      at::Tensor step_t = at::full({}, step, g.params[0].options().dtype(at::kFloat));
+      std::vector<at::Tensor> steps(g.params.size(), step_t);
+      at::_fused_adamw_(g.params, g.grads, g.exp_avgs, g.exp_avg_sqs, {}, steps, lr, beta1, beta2, weight_decay, eps,
+                        /*amsgrad=*/false, /*maximize=*/false);
+      fused_groups++;
+      continue;
+#endif
+    }
+    adamw_foreach(g, lr, beta1, beta2, eps, weight_decay, step);
+  }
+  out[0] = fused_groups;
+  VT_CATCH
+}
+
+// SGD with optional momentum / Nesterov / weight decay (torch.optim.SGD semantics).
+// `bufs` holds a momentum buffer per parameter (ignored when momentum is 0); `first`
+// marks the first step, where PyTorch initialises the buffer with the gradient.
+VT_API int32_t vt_sgd_step(const double* params, const double* bufs, int32_t n, double lr, double momentum,
+                           double dampening, double weight_decay, int32_t nesterov, int32_t first) {
+  VT_TRY
+  c10::NoGradGuard no_grad;
+  for (int32_t i = 0; i < n; i++) {
+    at::Tensor& p = T(vt::unwrap_ptr(params[i]));
+    at::Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (weight_decay != 0) g = g.add(p, weight_decay);
+    if (momentum != 0) {
+      at::Tensor& buf = T(vt::unwrap_ptr(bufs[i]));
+      if (first) buf.copy_(g);
+      else buf.mul_(momentum).add_(g, 1 - dampening);
+      g = nesterov ? g.add(buf, momentum) : buf;
+    }
+    p.add_(g, -lr);
+  }
+  VT_CATCH
+}
+
+// Scales all gradients so that their joint p-norm is at most max_norm (PyTorch's
+// clip_grad_norm_). out[0] = the total norm before clipping, as a 0-d float32 tensor
+// on the first gradient's device (no host sync).
+VT_API int32_t vt_clip_grad_norm(const double* params, int32_t n, double max_norm, double norm_type, int32_t,
+                                 double* out) {
+  VT_TRY
+  c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> grads;
+  for (int32_t i = 0; i < n; i++) {
+    const at::Tensor& g = T(vt::unwrap_ptr(params[i])).grad();
+    if (g.defined()) grads.push_back(g);
+  }
+  if (grads.empty()) {
+    out[0] = vt::wrap(at::zeros({}, at::kFloat));
+    return 0;
+  }
+  const at::Device dev = grads[0].device();
+  std::vector<at::Tensor> norms;
+  norms.reserve(grads.size());
+  for (const auto& g : grads) norms.push_back(at::linalg_vector_norm(g, norm_type, {}, false, at::kFloat).to(dev));
+  at::Tensor total = std::isinf(norm_type) ? at::stack(norms).max() : at::linalg_vector_norm(at::stack(norms), norm_type);
+  at::Tensor coef = at::clamp_max(max_norm / (total + 1e-6), 1.0);
+  for (auto& g : grads) g.mul_(coef.to(g.device(), g.scalar_type()));
+  out[0] = vt::wrap(std::move(total));
+  VT_CATCH
+}

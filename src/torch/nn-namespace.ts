@@ -1,0 +1,2 @@
+/** torch.nn: only `functional` lives here (models are plain TypeScript objects). */
+export * as functional from "./nn.ts";

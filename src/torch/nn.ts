@@ -1,0 +1,169 @@
+/**
+ * Neural-network functions (PyTorch's torch.nn.functional), imported as `F`:
+ *
+ *   import { F } from "../torch/index.ts";
+ *   const h = F.silu(F.linear(x, w1)).mul(F.linear(x, w3));
+ */
+import { ARGS_PTR, OUT_PTR, S, argsAt } from "./native.ts";
+import { TorchError } from "./errors.ts";
+import { Tensor, handle, putList, result } from "./tensor.ts";
+
+/** x @ weight.T + bias */
+export function linear(x: Tensor, weight: Tensor, bias?: Tensor): Tensor {
+  return result(S.vt_linear(x._h, weight._h, handle(bias), OUT_PTR));
+}
+
+/** Rows of `weight` picked by integer `ids` (any shape); paddingIdx rows get no gradient. */
+export function embedding(ids: Tensor, weight: Tensor, paddingIdx = -1): Tensor {
+  return result(S.vt_embedding(ids._h, weight._h, paddingIdx, OUT_PTR));
+}
+
+/**
+ * RMSNorm as in Hugging Face's Qwen2 / LLaMA: normalise in float32, cast back to the
+ * input dtype, then scale by weight.
+ */
+export function rmsNorm(x: Tensor, weight: Tensor | undefined, eps = 1e-6): Tensor {
+  return result(S.vt_rms_norm(x._h, handle(weight), eps, OUT_PTR));
+}
+
+/** Layer normalisation over the trailing `normalizedShape` dims. */
+export function layerNorm(x: Tensor, normalizedShape: readonly number[], weight?: Tensor, bias?: Tensor, eps = 1e-5): Tensor {
+  const n = putList(normalizedShape);
+  return result(S.vt_layer_norm(x._h, ARGS_PTR, n, handle(weight), handle(bias), eps, OUT_PTR));
+}
+
+export function groupNorm(x: Tensor, numGroups: number, weight?: Tensor, bias?: Tensor, eps = 1e-5): Tensor {
+  return result(S.vt_group_norm(x._h, numGroups, handle(weight), handle(bias), eps, OUT_PTR));
+}
+
+export function silu(x: Tensor): Tensor {
+  return x.silu();
+}
+
+export function gelu(x: Tensor, approximate: "none" | "tanh" = "none"): Tensor {
+  return x.gelu(approximate);
+}
+
+export function relu(x: Tensor): Tensor {
+  return x.relu();
+}
+
+export function softmax(x: Tensor, dim: number): Tensor {
+  return x.softmax(dim);
+}
+
+export function logSoftmax(x: Tensor, dim: number): Tensor {
+  return x.logSoftmax(dim);
+}
+
+export function oneHot(ids: Tensor, numClasses = -1): Tensor {
+  return ids.oneHot(numClasses);
+}
+
+export interface ConvOptions {
+  stride?: number | readonly number[];
+  padding?: number | readonly number[];
+  dilation?: number | readonly number[];
+  groups?: number;
+}
+
+function conv(x: Tensor, weight: Tensor, bias: Tensor | undefined, opts: ConvOptions, n: number): Tensor {
+  const expand = (v: number | readonly number[] | undefined, dflt: number, what: string): readonly number[] => {
+    if (v === undefined) return new Array<number>(n).fill(dflt);
+    if (typeof v === "number") return new Array<number>(n).fill(v);
+    if (v.length !== n) throw new TorchError(`conv${n}d: ${what} needs ${n} values, got [${v.join(", ")}]`);
+    return v;
+  };
+  putList(expand(opts.stride, 1, "stride"), 0);
+  putList(expand(opts.padding, 0, "padding"), n);
+  putList(expand(opts.dilation, 1, "dilation"), 2 * n);
+  return result(S.vt_conv(x._h, weight._h, handle(bias), argsAt(0), argsAt(n), argsAt(2 * n), n, opts.groups ?? 1, OUT_PTR));
+}
+
+export function conv1d(x: Tensor, weight: Tensor, bias?: Tensor, opts: ConvOptions = {}): Tensor {
+  return conv(x, weight, bias, opts, 1);
+}
+export function conv2d(x: Tensor, weight: Tensor, bias?: Tensor, opts: ConvOptions = {}): Tensor {
+  return conv(x, weight, bias, opts, 2);
+}
+/** 3-d convolution, e.g. Qwen2.5-VL's patch embedding over (time, height, width). */
+export function conv3d(x: Tensor, weight: Tensor, bias?: Tensor, opts: ConvOptions = {}): Tensor {
+  return conv(x, weight, bias, opts, 3);
+}
+
+/** Zeroes elements with probability p and rescales the rest by 1/(1-p) when training. */
+export function dropout(x: Tensor, p = 0.5, training = true): Tensor {
+  return result(S.vt_dropout(x._h, p, training ? 1 : 0, OUT_PTR));
+}
+
+export interface CrossEntropyOptions {
+  /** Per-class weights. */
+  weight?: Tensor;
+  /** Targets equal to this are ignored (default -100, like PyTorch). */
+  ignoreIndex?: number;
+  reduction?: "none" | "mean" | "sum";
+  labelSmoothing?: number;
+}
+
+const REDUCTION = { none: 0, mean: 1, sum: 2 } as const;
+
+/** Cross entropy of logits [N, C] (or [N, C, ...]) against class ids [N] (or [N, ...]). */
+export function crossEntropy(logits: Tensor, target: Tensor, opts: CrossEntropyOptions = {}): Tensor {
+  return result(
+    S.vt_cross_entropy(logits._h, target._h, handle(opts.weight), REDUCTION[opts.reduction ?? "mean"], opts.ignoreIndex ?? -100, opts.labelSmoothing ?? 0, OUT_PTR),
+  );
+}
+
+export function mseLoss(input: Tensor, target: Tensor): Tensor {
+  return input.sub(target).square().mean();
+}
+
+export interface AttentionOptions {
+  /** Causal (top-left aligned) masking. */
+  isCausal?: boolean;
+  /** Bool mask (true = may attend) or float mask added to the scores; broadcastable to [..., L, S]. */
+  attnMask?: Tensor;
+  /** Defaults to 1/sqrt(head dim). */
+  scale?: number;
+  dropoutP?: number;
+  /** Grouped-query attention: k/v may have fewer heads than q (dim -3). */
+  enableGqa?: boolean;
+  /** Skip libtorch's fused kernels (for comparisons). */
+  forceMath?: boolean;
+}
+
+/**
+ * softmax(q k^T * scale + mask) v over q [..., H, L, E], k/v [..., H, S, E]. Uses
+ * libtorch's fused kernels (flash / memory-efficient / cuDNN) on torch 2.x and an
+ * op-by-op implementation with the same semantics on 1.13.
+ */
+export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions = {}): Tensor {
+  return result(
+    S.vt_sdpa(
+      q._h,
+      k._h,
+      v._h,
+      handle(opts.attnMask),
+      opts.dropoutP ?? 0,
+      opts.isCausal ? 1 : 0,
+      opts.scale === undefined ? 0 : 1,
+      opts.scale ?? 0,
+      opts.enableGqa ? 1 : 0,
+      opts.forceMath ? 1 : 0,
+      OUT_PTR,
+    ),
+  );
+}
+
+/** Pads trailing dims: pad = [left, right] per dim starting from the last. */
+export function pad(x: Tensor, padding: readonly number[], mode: "constant" | "reflect" | "replicate" = "constant", value = 0): Tensor {
+  const n = putList(padding);
+  const code = { constant: 0, reflect: 1, replicate: 2 }[mode];
+  return result(S.vt_pad(x._h, ARGS_PTR, n, code, value, OUT_PTR));
+}
+
+/** Resizes [N, C, H, W] images. */
+export function interpolate(x: Tensor, size: readonly [number, number], mode: "nearest" | "bilinear" | "bicubic" = "bilinear", alignCorners = false): Tensor {
+  const code = { nearest: 0, bilinear: 1, bicubic: 2 }[mode];
+  return result(S.vt_interpolate(x._h, size[0], size[1], code, alignCorners ? 1 : 0, OUT_PTR));
+}

@@ -1,0 +1,3 @@
+import { autogradSuite } from "./suites/autograd.ts";
+
+autogradSuite("cpu");

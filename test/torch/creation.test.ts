@@ -1,0 +1,3 @@
+import { creationSuite } from "./suites/creation.ts";
+
+creationSuite("cpu");

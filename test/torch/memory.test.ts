@@ -1,0 +1,3 @@
+import { memorySuite } from "./suites/memory.ts";
+
+memorySuite("cpu");

@@ -1,0 +1,3 @@
+import { nnSuite } from "./suites/nn.ts";
+
+nnSuite("cpu");

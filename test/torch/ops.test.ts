@@ -1,0 +1,3 @@
+import { opsSuite } from "./suites/ops.ts";
+
+opsSuite("cpu");

@@ -1,0 +1,3 @@
+import { optimSuite } from "./suites/optim.ts";
+
+optimSuite("cpu");

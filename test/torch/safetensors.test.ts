@@ -1,0 +1,3 @@
+import { safetensorsSuite } from "./suites/safetensors.ts";
+
+safetensorsSuite("cpu");

@@ -1,0 +1,174 @@
+import { describe, expect, test } from "bun:test";
+import { expectClose, torch, values } from "../helpers.ts";
+
+const { F } = torch;
+
+/** Direct-loop reference convolution over 3 spatial dims (no padding/dilation). */
+function conv3dReference(x: number[], xs: number[], w: number[], ws: number[], stride: number[]): { out: number[]; shape: number[] } {
+  const [n, cin, d, h, wd] = xs as [number, number, number, number, number];
+  const [cout, , kd, kh, kw] = ws as [number, number, number, number, number];
+  const od = Math.floor((d - kd) / stride[0]!) + 1;
+  const oh = Math.floor((h - kh) / stride[1]!) + 1;
+  const ow = Math.floor((wd - kw) / stride[2]!) + 1;
+  const out: number[] = [];
+  for (let b = 0; b < n; b++)
+    for (let co = 0; co < cout; co++)
+      for (let z = 0; z < od; z++)
+        for (let y = 0; y < oh; y++)
+          for (let xx = 0; xx < ow; xx++) {
+            let s = 0;
+            for (let ci = 0; ci < cin; ci++)
+              for (let a = 0; a < kd; a++)
+                for (let bb = 0; bb < kh; bb++)
+                  for (let c = 0; c < kw; c++) {
+                    const xi = ((((b * cin + ci) * d + z * stride[0]! + a) * h + y * stride[1]! + bb) * wd) + xx * stride[2]! + c;
+                    const wi = (((co * cin + ci) * kd + a) * kh + bb) * kw + c;
+                    s += x[xi]! * w[wi]!;
+                  }
+            out.push(s);
+          }
+  return { out, shape: [n, cout, od, oh, ow] };
+}
+
+export function nnSuite(device: string): void {
+  const T = (data: number[], shape: number[], dtype: torch.DType = "f32") => torch.tensor(data, shape, { dtype, device });
+
+  describe(`nn functions [${device}]`, () => {
+    test("linear and embedding", () => {
+      torch.tidy(() => {
+        const x = T([1, 2], [1, 2]);
+        const w = T([1, 0, 0, 1, 1, 1], [3, 2]);
+        expect(values(F.linear(x, w))).toEqual([1, 2, 3]);
+        expect(values(F.linear(x, w, T([0, 0, 1], [3])))).toEqual([1, 2, 4]);
+        const table = T([1, 2, 3, 4, 5, 6], [3, 2]);
+        const e = F.embedding(T([2, 0, 2, 1], [2, 2], "i64"), table);
+        expect(e.shape).toEqual([2, 2, 2]);
+        expect(values(e)).toEqual([5, 6, 1, 2, 5, 6, 3, 4]);
+      });
+    });
+
+    test("activations: silu, gelu (exact and tanh), relu", () => {
+      torch.tidy(() => {
+        const x = T([1, -1], [2]);
+        expectClose(values(F.silu(x)), [0.7310585786, -0.2689414214]);
+        expectClose(values(F.gelu(x)), [0.8413447461, -0.1586552539]);
+        const gt = (v: number) => 0.5 * v * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (v + 0.044715 * v ** 3)));
+        expectClose(values(F.gelu(x, "tanh")), [gt(1), gt(-1)]);
+        expect(values(F.relu(x))).toEqual([1, 0]);
+      });
+    });
+
+    test("rmsNorm follows the float32-then-cast recipe; layerNorm and groupNorm normalise", () => {
+      torch.tidy(() => {
+        const x = T([1, 2, 3, 4], [1, 4]);
+        const w = T([2, 2, 2, 2], [4]);
+        const r = Math.sqrt(7.5 + 1e-6);
+        expectClose(values(F.rmsNorm(x, w, 1e-6)), [2 / r, 4 / r, 6 / r, 8 / r]);
+        const xb = x.to("bf16");
+        const yb = F.rmsNorm(xb, w.to("bf16"), 1e-6);
+        expect(yb.dtype).toBe("bf16");
+        expectClose(values(yb), [2 / r, 4 / r, 6 / r, 8 / r], 2e-2, 1e-2);
+        expectClose(values(F.rmsNorm(x, undefined, 1e-6)), [1 / r, 2 / r, 3 / r, 4 / r]);
+        const sd = Math.sqrt(2 / 3 + 1e-5);
+        expectClose(values(F.layerNorm(T([1, 2, 3], [1, 3]), [3])), [-1 / sd, 0, 1 / sd], 1e-5);
+        expectClose(values(F.layerNorm(T([1, 2, 3], [1, 3]), [3], T([1, 1, 2], [3]), T([0, 1, 0], [3]))), [-1 / sd, 1, 2 / sd], 1e-5);
+        const gn = F.groupNorm(T([1, 3, 5, 7], [1, 2, 2]), 2);
+        expectClose(values(gn), [-1, 1, -1, 1], 1e-4);
+      });
+    });
+
+    test("conv2d and conv3d match direct loops", () => {
+      torch.tidy(() => {
+        const x = torch.arange(9, undefined, undefined, { device }).float().reshape(1, 1, 3, 3);
+        const w = torch.ones([1, 1, 2, 2], { device });
+        expect(values(F.conv2d(x, w))).toEqual([8, 12, 20, 24]);
+        expect(values(F.conv2d(x, w, T([1], [1]), { stride: 2, padding: 1 }))).toEqual([1, 4, 10, 25]);
+        // Qwen2.5-VL style patch embedding: temporal x spatial kernels equal to the stride
+        const xs = [1, 3, 2, 4, 4];
+        const ws = [5, 3, 2, 2, 2];
+        const xd = Array.from({ length: 96 }, (_, i) => Math.sin(i));
+        const wd = Array.from({ length: 120 }, (_, i) => Math.cos(i * 0.7));
+        const ref = conv3dReference(xd, xs, wd, ws, [2, 2, 2]);
+        const y = F.conv3d(T(xd, xs), T(wd, ws), undefined, { stride: [2, 2, 2] });
+        expect(y.shape).toEqual(ref.shape);
+        expectClose(values(y), ref.out, 1e-4, 1e-4);
+        expect(() => F.conv3d(T(xd, xs), T(wd, ws), undefined, { stride: [2, 2] })).toThrow("stride needs 3 values");
+      });
+    });
+
+    test("scaledDotProductAttention: plain, causal, bool and float masks, GQA, fused = math", () => {
+      torch.tidy(() => {
+        const q = T([1, 0], [1, 1, 2, 1]);
+        const v = T([1, 2], [1, 1, 2, 1]);
+        const e = Math.E;
+        expectClose(values(F.scaledDotProductAttention(q, q, v, { scale: 1 })), [(e + 2) / (e + 1), 1.5]);
+        expectClose(values(F.scaledDotProductAttention(q, q, v, { scale: 1, isCausal: true })), [1, 1.5]);
+        const boolMask = T([1, 0, 1, 1], [2, 2], "bool");
+        expectClose(values(F.scaledDotProductAttention(q, q, v, { scale: 1, attnMask: boolMask })), [1, 1.5]);
+        const floatMask = T([0, -Infinity, 0, 0], [2, 2]);
+        expectClose(values(F.scaledDotProductAttention(q, q, v, { scale: 1, attnMask: floatMask })), [1, 1.5]);
+
+        const g = new torch.Generator({ seed: 3, device });
+        const qq = torch.randn([2, 4, 5, 8], { generator: g, device });
+        const kk = torch.randn([2, 2, 7, 8], { generator: g, device });
+        const vv = torch.randn([2, 2, 7, 8], { generator: g, device });
+        const gqa = F.scaledDotProductAttention(qq, kk, vv, { enableGqa: true });
+        const repeated = F.scaledDotProductAttention(qq, kk.repeatInterleave(2, 1), vv.repeatInterleave(2, 1));
+        expectClose(values(gqa), values(repeated), 1e-5, 1e-4);
+        // manual reference: softmax(q k^T / sqrt(E)) v
+        const k4 = kk.repeatInterleave(2, 1);
+        const manual = qq.matmul(k4.mT()).mul(1 / Math.sqrt(8)).softmax(-1).matmul(vv.repeatInterleave(2, 1));
+        expectClose(values(repeated), values(manual), 1e-5, 1e-4);
+        const causalFused = F.scaledDotProductAttention(qq, k4.narrow(2, 0, 5), vv.repeatInterleave(2, 1).narrow(2, 0, 5), { isCausal: true });
+        const causalMath = F.scaledDotProductAttention(qq, k4.narrow(2, 0, 5), vv.repeatInterleave(2, 1).narrow(2, 0, 5), { isCausal: true, forceMath: true });
+        expectClose(values(causalFused), values(causalMath), 1e-5, 1e-4);
+        g.dispose();
+      });
+    });
+
+    test("dropout: identity when not training or p = 0, scaled Bernoulli mask otherwise", () => {
+      torch.tidy(() => {
+        const x = torch.ones([4000], { device });
+        expect(values(F.dropout(x, 0.5, false))).toEqual(values(x));
+        expect(values(F.dropout(x, 0))).toEqual(values(x));
+        torch.manualSeed(11);
+        const y = values(F.dropout(x, 0.5));
+        for (const v of y) expect(v === 0 || v === 2).toBe(true);
+        const kept = y.filter((v) => v === 2).length;
+        expect(kept).toBeGreaterThan(1800);
+        expect(kept).toBeLessThan(2200);
+        torch.manualSeed(11);
+        expect(values(F.dropout(x, 0.5))).toEqual(y);
+      });
+    });
+
+    test("crossEntropy: mean, sum, none, ignoreIndex, label smoothing", () => {
+      torch.tidy(() => {
+        const logits = T([1, 2, 3, 1, 1, 1], [2, 3]);
+        const lz = Math.log(Math.exp(1) + Math.exp(2) + Math.exp(3));
+        const l0 = lz - 3;
+        const l1 = Math.log(3);
+        const target = T([2, 0], [2], "i64");
+        expectClose(F.crossEntropy(logits, target).item(), (l0 + l1) / 2);
+        expectClose(F.crossEntropy(logits, target, { reduction: "sum" }).item(), l0 + l1);
+        expectClose(values(F.crossEntropy(logits, target, { reduction: "none" })), [l0, l1]);
+        expectClose(F.crossEntropy(logits, T([2, -100], [2], "i64")).item(), l0);
+        // smoothing 0.3 over 3 classes: target weight 0.8, others 0.1
+        const lp = [1 - lz, 2 - lz, 3 - lz];
+        const smooth0 = -(0.1 * lp[0]! + 0.1 * lp[1]! + 0.8 * lp[2]!);
+        expectClose(values(F.crossEntropy(logits, target, { reduction: "none", labelSmoothing: 0.3 }))[0]!, smooth0);
+      });
+    });
+
+    test("pad and interpolate", () => {
+      torch.tidy(() => {
+        const x = T([1, 2], [1, 1, 2]);
+        expect(values(F.pad(x, [1, 2]))).toEqual([0, 1, 2, 0, 0]);
+        expect(values(F.pad(x, [1, 0], "constant", 9))).toEqual([9, 1, 2]);
+        const img = T([1, 2, 3, 4], [1, 1, 2, 2]);
+        expect(values(F.interpolate(img, [4, 4], "nearest"))).toEqual([1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4]);
+        expectClose(values(F.interpolate(img, [1, 1], "bilinear")), [2.5]);
+      });
+    });
+  });
+}

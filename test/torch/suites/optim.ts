@@ -1,0 +1,166 @@
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { expectClose, torch, values } from "../helpers.ts";
+
+const { optim } = torch;
+
+/** Plain-JS AdamW (torch.optim.AdamW's update rule) for a fixed gradient per step. */
+function adamwReference(p: number[], grads: number[][], lr: number, b1: number, b2: number, eps: number, wd: number): number[] {
+  const m = p.map(() => 0);
+  const v = p.map(() => 0);
+  const x = p.slice();
+  grads.forEach((g, s) => {
+    const step = s + 1;
+    for (let i = 0; i < x.length; i++) {
+      x[i]! *= 1 - lr * wd;
+      m[i] = b1 * m[i]! + (1 - b1) * g[i]!;
+      v[i] = b2 * v[i]! + (1 - b2) * g[i]! ** 2;
+      const denom = Math.sqrt(v[i]!) / Math.sqrt(1 - b2 ** step) + eps;
+      x[i]! -= (lr / (1 - b1 ** step)) * (m[i]! / denom);
+    }
+  });
+  return x;
+}
+
+export function optimSuite(device: string): void {
+  const T = (data: number[], shape: number[]) => torch.tensor(data, shape, { device });
+
+  /** Sets p.grad to g (through backward of sum(p * g)). */
+  const setGrad = (p: torch.Tensor, g: number[]) =>
+    torch.tidy(() => {
+      p.grad = undefined;
+      p.mul(T(g, p.shape)).sum().backward();
+    });
+
+  describe(`optimizers and schedules [${device}]`, () => {
+    test("AdamW matches the reference update over several steps, fused or foreach", () => {
+      const grads = [[0.5, -1, 2], [0.1, 0.3, -0.2], [-1, 1, 0.5]];
+      const expected = adamwReference([1, 2, -1], grads, 0.1, 0.9, 0.999, 1e-8, 0.01);
+      for (const fused of ["auto", false] as const) {
+        const p = torch.keep(T([1, 2, -1], [3]).requiresGrad_());
+        const opt = new optim.AdamW([p], { lr: 0.1, fused });
+        for (const g of grads) {
+          setGrad(p, g);
+          opt.step();
+        }
+        expectClose(values(p), expected, 1e-5, 1e-5);
+        expect(opt.stepCount).toBe(3);
+        opt.dispose();
+        p.dispose();
+      }
+    });
+
+    test("parameter groups carry their own lr and weight decay; params without grad are skipped", () => {
+      const a = torch.keep(T([1], [1]).requiresGrad_());
+      const b = torch.keep(T([1], [1]).requiresGrad_());
+      const frozen = torch.keep(T([5], [1]).requiresGrad_());
+      const opt = new optim.AdamW([{ params: [a] }, { params: [b, frozen], lr: 0.01, weightDecay: 0 }], { lr: 0.1 });
+      setGrad(a, [1]);
+      setGrad(b, [1]);
+      opt.step();
+      expectClose(values(a), adamwReference([1], [[1]], 0.1, 0.9, 0.999, 1e-8, 0.01));
+      expectClose(values(b), adamwReference([1], [[1]], 0.01, 0.9, 0.999, 1e-8, 0));
+      expect(values(frozen)).toEqual([5]);
+      opt.zeroGrad();
+      expect(a.grad).toBeUndefined();
+      opt.dispose();
+      for (const t of [a, b, frozen]) t.dispose();
+    });
+
+    test("SGD with momentum, Nesterov and weight decay follows torch.optim.SGD", () => {
+      const p = torch.keep(T([1, -2], [2]).requiresGrad_());
+      const opt = new optim.SGD([p], { lr: 0.1, momentum: 0.9, weightDecay: 0.1 });
+      // reference
+      let x = [1, -2];
+      let buf: number[] | undefined;
+      for (const g of [[1, 1], [0.5, -1], [2, 0]]) {
+        setGrad(p, g);
+        opt.step();
+        const d = g.map((gi, i) => gi + 0.1 * x[i]!);
+        buf = buf === undefined ? d : buf.map((bi, i) => 0.9 * bi + d[i]!);
+        x = x.map((xi, i) => xi - 0.1 * buf![i]!);
+      }
+      expectClose(values(p), x, 1e-6);
+      opt.dispose();
+      p.dispose();
+      const q = torch.keep(T([1], [1]).requiresGrad_());
+      const nesterov = new optim.SGD([q], { lr: 0.1, momentum: 0.5, nesterov: true });
+      setGrad(q, [2]);
+      nesterov.step(); // buf = 2, update = 2 + 0.5 * 2 = 3
+      expectClose(values(q), [0.7], 1e-6);
+      nesterov.dispose();
+      q.dispose();
+    });
+
+    test("clipGradNorm scales gradients to the max norm and returns the original norm", () => {
+      torch.tidy(() => {
+        const a = T([0, 0], [2]).requiresGrad_();
+        const b = T([0], [1]).requiresGrad_();
+        setGrad(a, [3, 0]);
+        setGrad(b, [4]);
+        const norm = optim.clipGradNorm([a, b], 1);
+        expectClose(norm.item(), 5, 1e-5);
+        expectClose(values(a.grad!), [0.6, 0], 1e-5);
+        expectClose(values(b.grad!), [0.8], 1e-5);
+        // under the limit: untouched
+        const n2 = optim.clipGradNorm([a, b], 10);
+        expectClose(n2.item(), 1, 1e-5);
+        expectClose(values(b.grad!), [0.8], 1e-5);
+      });
+    });
+
+    test("constant and warmup-cosine schedules drive the optimizer's lr", () => {
+      const warm = optim.constantSchedule({ warmupSteps: 4 });
+      expect([0, 2, 4, 100].map(warm)).toEqual([0, 0.5, 1, 1]);
+      const cos = optim.warmupCosineSchedule({ warmupSteps: 10, totalSteps: 110, minLrRatio: 0.1 });
+      expectClose([0, 5, 10, 60, 110, 200].map(cos), [0, 0.5, 1, 0.55, 0.1, 0.1], 1e-9);
+      const p = torch.keep(T([1], [1]).requiresGrad_());
+      const opt = new optim.SGD([p], { lr: 0.2 });
+      const sched = new optim.LRScheduler(opt, warm);
+      expect(opt.lr).toBe(0);
+      sched.step();
+      sched.step();
+      expectClose(opt.lr, 0.1, 1e-12);
+      sched.setStep(50);
+      expectClose(opt.lr, 0.2, 1e-12);
+      opt.dispose();
+      p.dispose();
+    });
+
+    test("optimizer state saves to safetensors and resumes exactly", () => {
+      const dir = mkdtempSync(join(tmpdir(), "vagen-optim-"));
+      try {
+        const grads = [[0.5, -1], [0.2, 0.1], [-0.3, 0.4]];
+        const p = torch.keep(T([1, 2], [2]).requiresGrad_());
+        const opt = new optim.AdamW([p], { lr: 0.05 });
+        setGrad(p, grads[0]!);
+        opt.step();
+        const state = opt.stateDict();
+        torch.safetensors.save(join(dir, "optim.safetensors"), state.tensors, state.metadata);
+        const snapshot = torch.keep(p.detach().clone());
+        setGrad(p, grads[1]!);
+        opt.step();
+        const continued = values(p);
+
+        const q = torch.keep(snapshot.clone().requiresGrad_());
+        const resumed = new optim.AdamW([q], { lr: 0.05 });
+        const loaded = torch.safetensors.load(join(dir, "optim.safetensors"));
+        const { metadata } = torch.safetensors.readHeader(join(dir, "optim.safetensors"));
+        resumed.loadStateDict({ tensors: loaded, metadata });
+        for (const t of loaded.values()) t.dispose();
+        expect(resumed.stepCount).toBe(1);
+        setGrad(q, grads[1]!);
+        resumed.step();
+        expectClose(values(q), continued, 1e-7);
+        expect(() => new optim.SGD([q]).loadStateDict({ tensors: new Map(), metadata })).toThrow(/not SGD/);
+        for (const t of [p, q, snapshot]) t.dispose();
+        opt.dispose();
+        resumed.dispose();
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  });
+}
