@@ -9,6 +9,7 @@
  * only what is new since the cached prefix.
  */
 import type { Engine } from "../engine/engine.ts";
+import { loadEngine, type EngineSettings } from "../engine/load.ts";
 import type { ChatPromptBuilder } from "../engine/chat.ts";
 import { imageKey } from "../engine/prompt.ts";
 import type { GenerationResult, SamplingOptions, TokenEvent } from "../engine/types.ts";
@@ -128,4 +129,20 @@ function prefixFingerprints(messages: readonly ChatMessage[]): string[] {
 function extendFingerprint(previous: string, message: ChatMessage): string {
   const parts = message.content.map((p) => (p.type === "text" ? `t:${p.text}` : `i:${imageKey(p.image)}`));
   return Bun.hash.wyhash(`${previous}\u0000${message.role}\u0000${parts.join("\u0001")}`).toString(16);
+}
+
+/**
+ * Load a model directory, start an engine over it, and return a client that owns both
+ * (close() frees the engine and the model's memory). `settings` are the `engine:` keys of
+ * a config (EngineSettings); `defaults` apply to fields a request leaves unset.
+ */
+export function createEngineClient(modelDir: string, settings: Partial<EngineSettings> = {}, defaults: SamplingParams = {}): EngineClient {
+  const loaded = loadEngine(modelDir, settings);
+  const client = new EngineClient(loaded.engine, loaded.builder, { defaults: toEngineSampling(defaults) });
+  const closeClient = client.close.bind(client);
+  client.close = async () => {
+    await closeClient();
+    await loaded.close();
+  };
+  return client;
 }

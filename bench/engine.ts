@@ -1,0 +1,276 @@
+/**
+ * Engine benchmark (GPU): decode tokens/s at several batch sizes, prefill tokens/s, the
+ * memory-bandwidth roofline, and 5-turn episodes with and without session reuse, on a
+ * model directory (the Qwen2.5-VL-3B configuration with random weights, written by
+ * bench/python/engine_reference.py, which also times transformers' generate on the same
+ * weights).
+ *
+ *   bun bench/engine.ts --model DIR [--hf hf.json] [--out engine.json]
+ *
+ * Prompts are random token ids (fixed seed); generation ignores stop tokens so every
+ * configuration produces exactly the tokens it asks for.
+ */
+import { parseArgs } from "node:util";
+import { readFileSync, writeFileSync, existsSync } from "node:fs";
+import * as torch from "../src/torch/index.ts";
+import { loadEngine, describePlan } from "../src/engine/load.ts";
+import { kvBytesPerToken } from "../src/engine/kv-cache.ts";
+import { Engine } from "../src/engine/engine.ts";
+import { ModelRunner } from "../src/engine/model-runner.ts";
+import type { Prompt } from "../src/engine/types.ts";
+
+const { values: args } = parseArgs({
+  options: {
+    model: { type: "string" },
+    hf: { type: "string" },
+    out: { type: "string", default: "engine-bench.json" },
+    batches: { type: "string", default: "1,16,64,256" },
+    "prompt-len": { type: "string", default: "128" },
+    "new-tokens": { type: "string", default: "128" },
+    episodes: { type: "string", default: "64" },
+    "kv-gib": { type: "string", default: "40" },
+    /** "cpu" runs the same code on a tiny model to check the script, not to measure. */
+    device: { type: "string", default: "cuda" },
+    "prefill-len": { type: "string", default: "1024" },
+    "episode-prompt": { type: "string", default: "512" },
+    /** "math" where libtorch's fused attention kernels are unusable. */
+    attention: { type: "string", default: "fused" },
+  },
+});
+if (!args.model) throw new Error("--model DIR is required");
+
+const DEVICE = args.device as torch.Device;
+const ON_CUDA = String(DEVICE).startsWith("cuda");
+const sync = () => {
+  if (ON_CUDA) torch.cuda.synchronize();
+};
+const PROMPT_LEN = Number(args["prompt-len"]);
+const NEW_TOKENS = Number(args["new-tokens"]);
+/**
+ * Prompt ids stay below this: ordinary text ids, clear of the special ids (which sit at
+ * the top of Qwen vocabularies). Set from the model's vocabulary once it is loaded.
+ */
+let TEXT_ID_BOUND = 150000;
+
+/** Deterministic pseudo-random token ids (xorshift), clear of the special ids. */
+function randomIds(n: number, seed: number): number[] {
+  let x = (seed * 2654435761) >>> 0 || 1;
+  return Array.from({ length: n }, () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    return x % TEXT_ID_BOUND;
+  });
+}
+
+const textPrompt = (ids: number[]): Prompt => ({ tokenIds: ids, images: [] });
+const now = () => performance.now();
+const log = (msg: string) => process.stderr.write(`[engine-bench] ${msg}\n`);
+
+/** Device copy bandwidth (bytes read + written per second) of a large buffer. */
+function copyBandwidth(): number {
+  const n = ON_CUDA ? 2 ** 30 : 2 ** 24; // 2 GiB of bf16 on the GPU
+  const a = torch.keep(torch.zeros([n], { dtype: "bf16", device: DEVICE }));
+  const b = torch.keep(torch.zeros([n], { dtype: "bf16", device: DEVICE }));
+  b.copy_(a);
+  sync();
+  const reps = 10;
+  const t0 = now();
+  for (let i = 0; i < reps; i++) b.copy_(a);
+  sync();
+  const seconds = (now() - t0) / 1000;
+  a.dispose();
+  b.dispose();
+  return (2 * 2 * n * reps) / seconds;
+}
+
+interface DecodeResult {
+  batch: number;
+  decodeTokensPerS: number;
+  totalTokensPerS: number;
+  stepMs: number;
+  meanContext: number;
+  rooflineTokensPerS: number;
+  rooflineFraction: number;
+}
+
+async function benchDecode(engine: Engine, batch: number, weightBytes: number, kvPerToken: number, bandwidth: number): Promise<DecodeResult> {
+  const firstTimes: number[] = [];
+  const lastTimes: number[] = [];
+  let counted = 0;
+  const t0 = now();
+  await Promise.all(
+    Array.from({ length: batch }, (_, i) => {
+      let first = -1;
+      return engine
+        .generate({
+          prompt: textPrompt(randomIds(PROMPT_LEN, 1000 + i)),
+          sampling: { temperature: 0, maxNewTokens: NEW_TOKENS, ignoreStopTokens: true },
+          onToken: () => {
+            const t = now();
+            if (first < 0) first = t;
+            else counted++;
+            lastTimes[i] = t;
+          },
+        })
+        .then(() => firstTimes.push(first));
+    }),
+  );
+  const total = (now() - t0) / 1000;
+  const decodeStart = Math.max(...firstTimes);
+  const decodeEnd = Math.max(...lastTimes);
+  const decodeSeconds = (decodeEnd - decodeStart) / 1000;
+  // Tokens after every sequence has started decoding, i.e. inside the timed window.
+  const steps = NEW_TOKENS - 1;
+  const decodeTokens = batch * steps;
+  const meanContext = PROMPT_LEN + NEW_TOKENS / 2;
+  const stepBytes = weightBytes + batch * meanContext * kvPerToken;
+  const rooflineStep = stepBytes / bandwidth;
+  const rooflineTokensPerS = batch / rooflineStep;
+  const decodeTokensPerS = decodeTokens / decodeSeconds;
+  void counted;
+  return {
+    batch,
+    decodeTokensPerS,
+    totalTokensPerS: (batch * NEW_TOKENS) / total,
+    stepMs: (decodeSeconds / steps) * 1000,
+    meanContext,
+    rooflineTokensPerS,
+    rooflineFraction: decodeTokensPerS / rooflineTokensPerS,
+  };
+}
+
+/** Milliseconds of one CUDA-graph decode replay (inputs copied in, no sampling, no scheduler). */
+function graphReplayMs(runner: ModelRunner, batch: number): number | undefined {
+  const graphs = runner.graphs;
+  if (!graphs || !graphs.bucketFor(batch)) return undefined;
+  const rows = Array.from({ length: batch }, (_, i) => ({ tokenId: 1, position: 191, slot: i, index: 191 }));
+  const once = () => torch.tidy(() => void graphs.run(rows));
+  once();
+  sync();
+  const reps = 20;
+  const t0 = now();
+  for (let i = 0; i < reps; i++) once();
+  sync();
+  return (now() - t0) / reps;
+}
+
+async function benchPrefill(engine: Engine, batch: number, length: number) {
+  // Warm the shapes once, then time.
+  await Promise.all(Array.from({ length: batch }, (_, i) => engine.generate({ prompt: textPrompt(randomIds(length, 50 + i)), sampling: { temperature: 0, maxNewTokens: 1 } })));
+  const t0 = now();
+  await Promise.all(Array.from({ length: batch }, (_, i) => engine.generate({ prompt: textPrompt(randomIds(length, 70 + i)), sampling: { temperature: 0, maxNewTokens: 1 } })));
+  const seconds = (now() - t0) / 1000;
+  return { batch, promptLen: length, seconds, tokensPerS: (batch * length) / seconds };
+}
+
+/** E episodes of `turns` turns: a first prompt, then each turn adds the reply and a new observation. */
+async function benchEpisodes(engine: Engine, episodes: number, turns: number, reuse: boolean) {
+  const before = engine.stats();
+  const t0 = now();
+  await Promise.all(
+    Array.from({ length: episodes }, async (_, e) => {
+      let ids = randomIds(Number(args["episode-prompt"]), 5000 + e);
+      for (let turn = 0; turn < turns; turn++) {
+        const r = await engine.generate({
+          prompt: textPrompt(ids),
+          sessionId: reuse ? `episode-${e}` : undefined,
+          sampling: { temperature: 0, maxNewTokens: 64, ignoreStopTokens: true },
+        });
+        // A random-weight model can emit special ids (even the image placeholder); the
+        // conversation carries the reply as ordinary text ids, as a re-rendered chat would.
+        const reply = r.tokenIds.map((t) => t % TEXT_ID_BOUND);
+        ids = [...ids, ...reply, ...randomIds(192, 9000 + e * 16 + turn)];
+      }
+      if (reuse) engine.releaseSession(`episode-${e}`);
+    }),
+  );
+  const seconds = (now() - t0) / 1000;
+  const after = engine.stats();
+  return {
+    episodes,
+    turns,
+    reuse,
+    seconds,
+    prefillTokens: after.prefillTokens - before.prefillTokens,
+    cachedPromptTokens: after.cachedPromptTokens - before.cachedPromptTokens,
+    decodeTokens: after.decodeTokens - before.decodeTokens,
+  };
+}
+
+async function main() {
+  const info = torch.torchInfo();
+  log(`torch ${info.torchVersion}, cuda devices ${info.cudaDevices}, fused attention ${info.fusedAttention}`);
+  const tLoad = now();
+  const loaded = loadEngine(args.model!, { device: DEVICE, dtype: ON_CUDA ? "bf16" : "f32", max_seq_len: 2048, kv_cache_gib: Number(args["kv-gib"]), max_slots: 320, max_prefill_tokens: 8192, attention: args.attention as "fused" | "math" });
+  const loadSeconds = (now() - tLoad) / 1000;
+  const { engine, adapter, plan } = loaded;
+  TEXT_ID_BOUND = Math.min(TEXT_ID_BOUND, Math.floor(adapter.spec.vocabSize * 0.9));
+  log(`loaded in ${loadSeconds.toFixed(1)}s; ${describePlan(adapter, plan)}; decode weights ${(adapter.spec.weightBytes / 2 ** 30).toFixed(2)} GiB`);
+  const bandwidth = copyBandwidth();
+  log(`copy bandwidth ${(bandwidth / 1e12).toFixed(2)} TB/s`);
+  const kvPerToken = kvBytesPerToken(adapter.spec);
+
+  // Warm-up: kernels, graph captures of the small buckets.
+  await engine.generate({ prompt: textPrompt(randomIds(64, 1)), sampling: { temperature: 0, maxNewTokens: 8, ignoreStopTokens: true } });
+
+  const decode: (DecodeResult & { graphReplayMs?: number })[] = [];
+  for (const b of args.batches!.split(",").map(Number)) {
+    await benchDecode(engine, b, adapter.spec.weightBytes, kvPerToken, bandwidth); // captures this bucket's graphs
+    const r = await benchDecode(engine, b, adapter.spec.weightBytes, kvPerToken, bandwidth);
+    const replay = graphReplayMs(loaded.runner, b);
+    log(
+      `decode batch ${b}: ${r.decodeTokensPerS.toFixed(0)} tok/s, ${r.stepMs.toFixed(2)} ms/step` +
+        `${replay === undefined ? "" : ` (graph replay ${replay.toFixed(2)} ms)`}, ${(100 * r.rooflineFraction).toFixed(0)}% of roofline`,
+    );
+    decode.push({ ...r, graphReplayMs: replay });
+  }
+  // The same decode without CUDA graphs (a second, small cache over the same weights).
+  let eagerDecode: DecodeResult | undefined;
+  if (ON_CUDA) {
+    const eagerBatch = Math.min(64, Math.max(...decode.map((d) => d.batch)));
+    const eager = new Engine(new ModelRunner(adapter, { slots: eagerBatch, slotTokens: 512, cudaGraphs: false, mathAttention: args.attention === "math" }), { decode: (ids) => loaded.builder.decode(ids) });
+    await benchDecode(eager, eagerBatch, adapter.spec.weightBytes, kvPerToken, bandwidth);
+    eagerDecode = await benchDecode(eager, eagerBatch, adapter.spec.weightBytes, kvPerToken, bandwidth);
+    log(`decode batch ${eagerBatch} without CUDA graphs: ${eagerDecode.decodeTokensPerS.toFixed(0)} tok/s, ${eagerDecode.stepMs.toFixed(2)} ms/step`);
+    await eager.close();
+  }
+  const prefillLen = Number(args["prefill-len"]);
+  const prefill = await benchPrefill(engine, 8, prefillLen);
+  log(`prefill 8x${prefillLen}: ${prefill.tokensPerS.toFixed(0)} tok/s`);
+  const episodes = Number(args.episodes);
+  await benchEpisodes(engine, 8, 2, true); // warm-up
+  const fresh = await benchEpisodes(engine, episodes, 5, false);
+  const reused = await benchEpisodes(engine, episodes, 5, true);
+  log(`5-turn episodes x${episodes}: re-prefill ${fresh.seconds.toFixed(2)}s, session reuse ${reused.seconds.toFixed(2)}s (${(fresh.seconds / reused.seconds).toFixed(2)}x)`);
+
+  const hf = args.hf && existsSync(args.hf) ? JSON.parse(readFileSync(args.hf, "utf8")) : undefined;
+  const result = {
+    torch: info.torchVersion,
+    attention: args.attention,
+    gpu: ON_CUDA ? torch.cuda.getDeviceProperties(0).name : "cpu",
+    loadSeconds,
+    kvCache: plan,
+    decodeWeightBytes: adapter.spec.weightBytes,
+    kvBytesPerToken: kvPerToken,
+    copyBandwidth: bandwidth,
+    graphCaptures: loaded.runner.graphs?.captures ?? 0,
+    graphsDisabled: loaded.runner.graphsDisabled,
+    decode,
+    eagerDecode,
+    prefill,
+    episodes: { fresh, reused, speedup: fresh.seconds / reused.seconds },
+    transformers: hf,
+  };
+  writeFileSync(args.out!, JSON.stringify(result, null, 2));
+  if (hf) {
+    for (const r of decode) {
+      const h = (hf.generate as { batch: number; decode_tokens_per_s: number }[]).find((x) => x.batch === r.batch);
+      if (h) log(`batch ${r.batch}: vagen ${r.decodeTokensPerS.toFixed(0)} vs transformers ${h.decode_tokens_per_s.toFixed(0)} decode tok/s (${(r.decodeTokensPerS / h.decode_tokens_per_s).toFixed(1)}x)`);
+    }
+  }
+  await loaded.close();
+}
+
+await main();

@@ -1,0 +1,188 @@
+/**
+ * Qwen2.5-VL behind the engine's ModelAdapter and ChatPromptBuilder seams.
+ *
+ * Weights, the vision tower, embeddings, the LM head, the processor and the M-RoPE
+ * position rules all come from src/models. The decoder layer loop is written here once
+ * more because the engine must own attention: each layer hands its rotated q/k/v to the
+ * engine's AttentionBackend (slot KV cache, per-row cached lengths, grouped-query folding)
+ * instead of concatenating a private cache. The arithmetic matches Qwen25TextModel
+ * (tests compare the two).
+ */
+import * as torch from "../../torch/index.ts";
+import { F, type Tensor } from "../../torch/index.ts";
+import type { RGBImage } from "../../../envs/_common/types.ts";
+import type { ChatMessage as ModelChatMessage, ChatContentPart } from "../../models/chat_template.ts";
+import { mergedTokenCount } from "../../models/image_processor.ts";
+import type { Qwen25VLChatModel } from "../../models/qwen2_5_vl/chat_model.ts";
+import { rmsNorm, rotateHalf } from "../../models/qwen2_5_vl/layers.ts";
+import { computeRopeIndex } from "../../models/qwen2_5_vl/rope_index.ts";
+import type { ChatMessage } from "../../clients/types.ts";
+import type { AttentionBackend, ModelAdapter, ModelSpec } from "../adapter.ts";
+import type { ChatPromptBuilder } from "../chat.ts";
+import { imageKey } from "../prompt.ts";
+import type { Prompt, PromptImage } from "../types.ts";
+
+/** Per image: what the vision tower needs (kept on the host until the image is embedded). */
+interface QwenImageInput {
+  grid: [number, number, number];
+  /** (t*h*w, patchDim) processor output. */
+  pixelValues: Float32Array;
+  patchDim: number;
+}
+
+/** Qwen2.5-VL's published max_position_embeddings. */
+const MAX_POSITIONS = 128000;
+
+export class Qwen25VLAdapter implements ModelAdapter, ChatPromptBuilder {
+  readonly spec: ModelSpec;
+  readonly eosTokenIds: number[];
+  /** Images that went through the vision tower (for stats and tests). */
+  imagesEncoded = 0;
+
+  constructor(
+    readonly chat: Qwen25VLChatModel,
+    readonly modelName: string,
+  ) {
+    const c = chat.model.config.text;
+    let weightBytes = 0;
+    // What a decode step reads: the language model (the vision tower only runs in prefill).
+    for (const [name, t] of chat.model.weights) if (!name.startsWith("visual.")) weightBytes += t.nbytes();
+    this.spec = {
+      numLayers: c.numLayers,
+      numHeads: c.numHeads,
+      numKvHeads: c.numKvHeads,
+      headDim: c.headDim,
+      hiddenSize: c.hiddenSize,
+      vocabSize: c.vocabSize,
+      positionAxes: 3,
+      dtype: chat.dtype,
+      device: chat.device,
+      maxPositions: MAX_POSITIONS,
+      weightBytes,
+    };
+    this.eosTokenIds = [...chat.eosTokenIds];
+  }
+
+  // ---- ChatPromptBuilder ----------------------------------------------------------------
+
+  buildPrompt(messages: readonly ChatMessage[]): Prompt {
+    const images: RGBImage[] = [];
+    const converted: ModelChatMessage[] = messages.map((m) => ({
+      role: m.role,
+      content: m.content.map((p): ChatContentPart => {
+        if (p.type === "text") return { type: "text", text: p.text };
+        images.push(p.image);
+        return { type: "image" };
+      }),
+    }));
+    const encoded = this.chat.processor.encodeChat(converted, images, { addGenerationPrompt: true });
+    const tokenIds = encoded.inputIds;
+    const promptImages: PromptImage[] = [];
+    const imageId = this.chat.model.config.imageTokenId;
+    const merge = this.chat.imageOptions.mergeSize;
+    let cursor = 0;
+    let patchRow = 0;
+    images.forEach((image, i) => {
+      const processed = encoded.images!;
+      const grid = processed.gridThw[i]!;
+      const count = mergedTokenCount(grid, merge);
+      const offset = tokenIds.indexOf(imageId, cursor);
+      const patches = grid[0] * grid[1] * grid[2];
+      const extra: QwenImageInput = {
+        grid,
+        pixelValues: processed.pixelValues.slice(patchRow * processed.patchDim, (patchRow + patches) * processed.patchDim),
+        patchDim: processed.patchDim,
+      };
+      patchRow += patches;
+      promptImages.push({ image, offset, length: count, key: imageKey(image), extra });
+      cursor = offset + count;
+    });
+    return { tokenIds, images: promptImages };
+  }
+
+  decode(ids: readonly number[]): string {
+    return this.chat.tokenizer.decode(ids, { skipSpecialTokens: true });
+  }
+
+  // ---- ModelAdapter ------------------------------------------------------------------------
+
+  promptPositions(prompt: Prompt): number[][] {
+    const { positionIds } = computeRopeIndex({
+      inputIds: [prompt.tokenIds],
+      imageGridThw: prompt.images.map((i) => (i.extra as QwenImageInput).grid),
+      imageTokenId: this.chat.model.config.imageTokenId,
+      spatialMergeSize: this.chat.model.config.vision.spatialMergeSize,
+    });
+    return positionIds.map((axis) => axis[0]!);
+  }
+
+  embedPrompt(prompt: Prompt, from: number): Tensor {
+    const { device, hiddenSize } = this.spec;
+    const ids = prompt.tokenIds.slice(from);
+    const n = ids.length;
+    const x = this.chat.model.text.embed(torch.tensor(Float64Array.from(ids), [n], { dtype: "i64", device }));
+    for (const image of prompt.images) {
+      const lo = Math.max(image.offset, from);
+      const hi = image.offset + image.length;
+      if (hi <= lo) continue;
+      const input = image.extra as QwenImageInput;
+      const pixels = torch.tensor(input.pixelValues, [input.pixelValues.length / input.patchDim, input.patchDim], { device });
+      const features = this.chat.model.encodeImages(pixels, [input.grid]);
+      this.imagesEncoded++;
+      x.narrow(0, lo - from, hi - lo).copy_(features.narrow(0, lo - image.offset, hi - lo).to(x.dtype));
+    }
+    return x.view(n, hiddenSize);
+  }
+
+  embedTokens(ids: Tensor): Tensor {
+    return this.chat.model.text.embed(ids);
+  }
+
+  forward(inputsEmbeds: Tensor, positions: Tensor, attention: AttentionBackend): Tensor {
+    const c = this.chat.model.config.text;
+    const w = (name: string) => this.chat.model.weights.get(name)!;
+    const [B, T] = inputsEmbeds.shape as [number, number];
+    const [cos, sin] = this.rotary(positions, inputsEmbeds.dtype);
+    const cs = cos.unsqueeze(1);
+    const sn = sin.unsqueeze(1);
+    const rope = (t: Tensor) => t.mul(cs).add(rotateHalf(t).mul(sn));
+    let h = inputsEmbeds;
+    for (let i = 0; i < c.numLayers; i++) {
+      const input = h;
+      h = torch.tidy(() => {
+        const p = `model.layers.${i}`;
+        const x = rmsNorm(input, w(`${p}.input_layernorm.weight`), c.rmsNormEps);
+        const proj = (name: string, heads: number) =>
+          F.linear(x, w(`${p}.self_attn.${name}.weight`), w(`${p}.self_attn.${name}.bias`)).view(B, T, heads, c.headDim).transpose(1, 2);
+        const q = rope(proj("q_proj", c.numHeads));
+        const k = rope(proj("k_proj", c.numKvHeads));
+        const v = proj("v_proj", c.numKvHeads);
+        const o = attention.attend(i, q, k, v).transpose(1, 2).reshape(B, T, c.numHeads * c.headDim);
+        const a = input.add(F.linear(o, w(`${p}.self_attn.o_proj.weight`)));
+        const m = rmsNorm(a, w(`${p}.post_attention_layernorm.weight`), c.rmsNormEps);
+        const gate = F.silu(F.linear(m, w(`${p}.mlp.gate_proj.weight`)));
+        return a.add(F.linear(gate.mul(F.linear(m, w(`${p}.mlp.up_proj.weight`))), w(`${p}.mlp.down_proj.weight`)));
+      });
+    }
+    return rmsNorm(h, w("model.norm.weight"), c.rmsNormEps);
+  }
+
+  logits(hidden: Tensor): Tensor {
+    return this.chat.model.logits(hidden);
+  }
+
+  /** cos/sin (B, T, headDim): each frequency pair takes its angle from the axis mrope_section assigns. */
+  private rotary(positions: Tensor, dtype: Tensor["dtype"]): [Tensor, Tensor] {
+    const c = this.chat.model.config.text;
+    const device = positions.device;
+    const invFreq = torch.arange(0, c.headDim, 2, { dtype: "f32", device }).div(c.headDim).rpow(c.ropeTheta).rdiv(1);
+    const freqs = positions.to("f32").unsqueeze(-1).mul(invFreq);
+    const [s0, s1, s2] = c.mropeSection;
+    const picked = torch.cat(
+      [freqs.select(0, 0).narrow(-1, 0, s0), freqs.select(0, 1).narrow(-1, s0, s1), freqs.select(0, 2).narrow(-1, s0 + s1, s2)],
+      -1,
+    );
+    const emb = torch.cat([picked, picked], -1);
+    return [emb.cos().to(dtype), emb.sin().to(dtype)];
+  }
+}

@@ -1,0 +1,105 @@
+/**
+ * Building a ready engine from a model directory: load the family's model, wrap it in
+ * the engine adapter, size the KV cache from the memory budget, start the scheduler.
+ */
+import { basename, resolve } from "node:path";
+import * as v from "valibot";
+import * as torch from "../torch/index.ts";
+import type { DType, Device } from "../torch/index.ts";
+import { VagenError } from "../errors.ts";
+import { loadChatModel } from "../models/index.ts";
+import { Qwen25VLChatModel } from "../models/qwen2_5_vl/chat_model.ts";
+import type { ModelAdapter } from "./adapter.ts";
+import type { ChatPromptBuilder } from "./chat.ts";
+import { Engine } from "./engine.ts";
+import { Qwen25VLAdapter } from "./families/qwen2_5_vl.ts";
+import { kvBytesPerToken, planKvCache, type KvCachePlan } from "./kv-cache.ts";
+import { ModelRunner } from "./model-runner.ts";
+
+/** The `engine:` options of a config (snake_case like the rest of vagen's YAML). */
+export const EngineSettings = v.strictObject({
+  /** "cuda", "cuda:1" or "cpu"; default: cuda when available. */
+  device: v.optional(v.pipe(v.string(), v.regex(/^(cpu|cuda(:\d+)?)$/, 'a device such as "cuda", "cuda:1" or "cpu"'))),
+  /** Compute dtype; default bf16 on CUDA, f32 on the CPU. */
+  dtype: v.optional(v.picklist(["f32", "bf16", "f16"])),
+  /** Tokens one sequence may hold (prompt + generation). */
+  max_seq_len: v.optional(v.pipe(v.number(), v.integer(), v.minValue(16)), 8192),
+  /** GiB of memory for the KV cache. */
+  kv_cache_gib: v.optional(v.pipe(v.number(), v.gtValue(0, "kv_cache_gib > 0"))),
+  /** At most this many KV slots (concurrent sequences + idle sessions). */
+  max_slots: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1)), 512),
+  /** Prompt tokens (with padding) one prefill step may run. */
+  max_prefill_tokens: v.optional(v.pipe(v.number(), v.integer(), v.minValue(16)), 8192),
+  /** Seed of the random stream unseeded requests share. */
+  seed: v.optional(v.pipe(v.number(), v.integer()), 0),
+  /** "fused": libtorch's SDPA kernels (flash / memory-efficient); "math": the unfused fallback. */
+  attention: v.optional(v.picklist(["fused", "math"]), "fused"),
+  /** Replay decode steps as CUDA graphs on CUDA devices. */
+  cuda_graphs: v.optional(v.boolean(), true),
+});
+export type EngineSettings = v.InferOutput<typeof EngineSettings>;
+
+export interface LoadedEngine {
+  engine: Engine;
+  builder: ChatPromptBuilder;
+  adapter: ModelAdapter;
+  runner: ModelRunner;
+  plan: KvCachePlan;
+  /** Frees the engine, its cache and the model weights. */
+  close(): Promise<void>;
+}
+
+const DEFAULT_KV_GIB = { cpu: 1, cuda: 16 };
+
+export function resolveDevice(requested: string | undefined): Device {
+  if (requested) {
+    if (requested.startsWith("cuda") && torch.torchInfo().cudaDevices === 0) {
+      throw new VagenError(`device ${requested} was requested but libtorch sees no CUDA device`, "use --device cpu, or build the shim against a CUDA libtorch");
+    }
+    return requested as Device;
+  }
+  return torch.torchInfo().cudaDevices > 0 ? ("cuda" as Device) : ("cpu" as Device);
+}
+
+export function loadEngine(modelDir: string, settings: Partial<EngineSettings> = {}): LoadedEngine {
+  const s = v.parse(EngineSettings, settings);
+  const device = resolveDevice(s.device);
+  const dtype: DType = s.dtype ?? (String(device).startsWith("cuda") ? "bf16" : "f32");
+  const chat = loadChatModel(modelDir, { device, dtype });
+  if (!(chat instanceof Qwen25VLChatModel)) {
+    chat.dispose();
+    throw new VagenError(`${modelDir}: the engine has no adapter for the "${chat.family}" family yet`);
+  }
+  const adapter = new Qwen25VLAdapter(chat, basename(resolve(modelDir)));
+  const kvGib = s.kv_cache_gib ?? (String(device).startsWith("cuda") ? DEFAULT_KV_GIB.cuda : DEFAULT_KV_GIB.cpu);
+  const plan = planKvCache(adapter.spec, { maxSeqLen: s.max_seq_len, memoryBytes: kvGib * 2 ** 30, maxSlots: s.max_slots });
+  const runner = new ModelRunner(adapter, {
+    slots: plan.slots,
+    slotTokens: plan.slotTokens,
+    seed: s.seed,
+    cudaGraphs: s.cuda_graphs,
+    mathAttention: s.attention === "math",
+  });
+  const engine = new Engine(runner, {
+    decode: (ids) => adapter.decode(ids),
+    eosTokenIds: adapter.eosTokenIds,
+    maxPrefillTokens: s.max_prefill_tokens,
+  });
+  return {
+    engine,
+    builder: adapter,
+    adapter,
+    runner,
+    plan,
+    async close() {
+      await engine.close();
+      chat.dispose();
+    },
+  };
+}
+
+/** One line describing the cache, for logs. */
+export function describePlan(adapter: ModelAdapter, plan: KvCachePlan): string {
+  const perToken = kvBytesPerToken(adapter.spec);
+  return `KV cache: ${plan.slots} slots x ${plan.slotTokens} tokens, ${(plan.bytes / 2 ** 30).toFixed(2)} GiB (${perToken} B/token)`;
+}

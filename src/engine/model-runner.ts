@@ -1,0 +1,227 @@
+/**
+ * The tensor side of the engine: runs prefill and decode steps of a ModelAdapter over the
+ * slot KV cache and samples on the device. One instance per model replica (one device).
+ *
+ * Per sequence it keeps the embeddings of the prompt tokens still to prefill (computed
+ * once in `begin`, so every image goes through the vision tower exactly once even when
+ * the prompt is prefilled in chunks), the prompt's rotary positions, and, for seeded
+ * requests, the request's own generator.
+ */
+import * as torch from "../torch/index.ts";
+import type { Tensor } from "../torch/index.ts";
+import type { ModelAdapter } from "./adapter.ts";
+import { DecodeGraphs } from "./decode-graphs.ts";
+import { SlotKvCache } from "./kv-cache.ts";
+import { sampleRows, type RowSampling } from "./sampler.ts";
+import type {
+  DecodeItem,
+  PrefillChunk,
+  RunnerCapacity,
+  SampledToken,
+  SequenceStart,
+  StepRunner,
+  TokenSampling,
+} from "./step-runner.ts";
+
+interface SequenceState {
+  slot: number;
+  cached: number;
+  /** Embeddings of prompt tokens [cached, promptLength), kept until prefilled. */
+  embeds: Tensor | undefined;
+  /** [axis][token] rotary positions of the prompt. */
+  positions: number[][];
+  /** Position of generated token i (0-based, i-th after the prompt) is promptLength + i + ropeShift. */
+  ropeShift: number;
+  sampling: TokenSampling;
+  generator: torch.Generator | undefined;
+}
+
+export interface ModelRunnerOptions {
+  slots: number;
+  slotTokens: number;
+  /** Seed of the generator unseeded requests share. */
+  seed?: number;
+  /** Replay decode steps as CUDA graphs (CUDA devices only; default on there). */
+  cudaGraphs?: boolean;
+  /** Math attention instead of libtorch's fused SDPA kernels. */
+  mathAttention?: boolean;
+}
+
+export class ModelRunner implements StepRunner {
+  readonly capacity: RunnerCapacity;
+  readonly cache: SlotKvCache;
+  private readonly seqs = new Map<number, SequenceState>();
+  private readonly shared: torch.Generator;
+  graphs: DecodeGraphs | undefined;
+  /** Why CUDA graphs were turned off after a failed capture or replay (decode then runs eagerly). */
+  graphsDisabled: string | undefined;
+
+  constructor(
+    readonly adapter: ModelAdapter,
+    options: ModelRunnerOptions,
+  ) {
+    const spec = adapter.spec;
+    this.cache = new SlotKvCache(spec, options.slots, options.slotTokens, options.mathAttention ?? false);
+    this.capacity = { slots: options.slots, slotTokens: options.slotTokens, vocabSize: spec.vocabSize };
+    this.shared = new torch.Generator({ seed: options.seed ?? 0, device: spec.device });
+    const onCuda = String(spec.device).startsWith("cuda");
+    this.graphs = onCuda && (options.cudaGraphs ?? true) ? new DecodeGraphs(adapter, this.cache, options.slots) : undefined;
+  }
+
+  begin(start: SequenceStart): void {
+    torch.noGrad(() => this.beginSequence(start));
+  }
+
+  prefill(chunks: PrefillChunk[]): SampledToken[] {
+    return torch.noGrad(() => this.prefillChunks(chunks));
+  }
+
+  decode(items: DecodeItem[]): SampledToken[] {
+    return torch.noGrad(() => {
+      if (this.graphs?.bucketFor(items.length)) {
+        try {
+          return this.decodeGraphed(items);
+        } catch (e) {
+          // Graphs are an optimisation: keep serving eagerly, and say why.
+          this.graphsDisabled = (e as Error).message;
+          this.graphs.dispose();
+          this.graphs = undefined;
+          process.stderr.write(`vagen engine: CUDA graphs disabled, decoding eagerly (${this.graphsDisabled})\n`);
+        }
+      }
+      return this.decodeEager(items);
+    });
+  }
+
+  private beginSequence(start: SequenceStart): void {
+    const positions = this.adapter.promptPositions(start.prompt);
+    const n = start.prompt.tokenIds.length;
+    let maxPos = -1;
+    for (const axis of positions) for (let i = 0; i < n; i++) maxPos = Math.max(maxPos, axis[i]!);
+    const embeds = torch.keep(torch.tidy(() => this.adapter.embedPrompt(start.prompt, start.cached)));
+    const generator =
+      start.sampling.seed !== undefined ? new torch.Generator({ seed: start.sampling.seed, device: this.adapter.spec.device }) : undefined;
+    this.seqs.set(start.seqId, {
+      slot: start.slot,
+      cached: start.cached,
+      embeds,
+      positions,
+      ropeShift: maxPos + 1 - n,
+      sampling: start.sampling,
+      generator,
+    });
+  }
+
+  private prefillChunks(chunks: PrefillChunk[]): SampledToken[] {
+    const spec = this.adapter.spec;
+    const device = spec.device;
+    const states = chunks.map((c) => this.state(c.seqId));
+    const lengths = chunks.map((c) => c.end - c.start);
+    const T = Math.max(...lengths);
+    const B = chunks.length;
+    const sampled = torch.tidy(() => {
+      const rows = chunks.map((c, b) => {
+        const s = states[b]!;
+        const part = s.embeds!.narrow(0, c.start - s.cached, lengths[b]!);
+        return lengths[b]! < T ? torch.cat([part, torch.zeros([T - lengths[b]!, spec.hiddenSize], { dtype: spec.dtype, device })]) : part;
+      });
+      const inputs = torch.stack(rows);
+      const pos = new Float64Array(spec.positionAxes * B * T);
+      chunks.forEach((c, b) => {
+        const axes = states[b]!.positions;
+        for (let a = 0; a < spec.positionAxes; a++) {
+          for (let t = 0; t < lengths[b]!; t++) pos[(a * B + b) * T + t] = axes[a]![c.start + t]!;
+        }
+      });
+      const positions = torch.tensor(pos, [spec.positionAxes, B, T], { dtype: "i64", device });
+      const attention = this.cache.step({ slots: states.map((s) => s.slot), starts: chunks.map((c) => c.start), lengths });
+      const hidden = this.adapter.forward(inputs, positions, attention);
+      const want = chunks.map((c, b) => (c.sample ? b : -1)).filter((b) => b >= 0);
+      if (want.length === 0) return undefined;
+      const lastRows = torch.tensor(Float64Array.from(want, (b) => b * T + lengths[b]! - 1), [want.length], { dtype: "i64", device });
+      const last = hidden.reshape(B * T, spec.hiddenSize).indexSelect(0, lastRows);
+      return this.sample(last, want.map((b) => chunks[b]!.seqId));
+    });
+    chunks.forEach((c, b) => {
+      const s = states[b]!;
+      if (c.sample) {
+        s.embeds?.dispose();
+        s.embeds = undefined;
+      }
+    });
+    return sampled ?? [];
+  }
+
+  private decodeGraphed(unordered: DecodeItem[]): SampledToken[] {
+    // In slot order: rows in slots 0..n-1 then read the cache in place.
+    const items = [...unordered].sort((a, b) => this.state(a.seqId).slot - this.state(b.seqId).slot);
+    const rows = items.map((item) => {
+      const s = this.state(item.seqId);
+      return { tokenId: item.tokenId, position: item.index + s.ropeShift, slot: s.slot, index: item.index };
+    });
+    return torch.tidy(() => this.sampleLogits(this.graphs!.run(rows), items.map((i) => i.seqId)));
+  }
+
+  private decodeEager(unordered: DecodeItem[]): SampledToken[] {
+    const spec = this.adapter.spec;
+    // In slot order: consecutive slots are then read in place instead of gathered.
+    const items = [...unordered].sort((a, b) => this.state(a.seqId).slot - this.state(b.seqId).slot);
+    const device = spec.device;
+    const B = items.length;
+    const states = items.map((i) => this.state(i.seqId));
+    return torch.tidy(() => {
+      const ids = torch.tensor(Float64Array.from(items, (i) => i.tokenId), [B], { dtype: "i64", device });
+      const inputs = this.adapter.embedTokens(ids).view(B, 1, spec.hiddenSize);
+      const pos = new Float64Array(spec.positionAxes * B);
+      for (let a = 0; a < spec.positionAxes; a++) {
+        items.forEach((item, b) => (pos[a * B + b] = item.index + states[b]!.ropeShift));
+      }
+      const positions = torch.tensor(pos, [spec.positionAxes, B, 1], { dtype: "i64", device });
+      const attention = this.cache.step({ slots: states.map((s) => s.slot), starts: items.map((i) => i.index), lengths: items.map(() => 1) });
+      const hidden = this.adapter.forward(inputs, positions, attention);
+      return this.sample(hidden.view(B, spec.hiddenSize), items.map((i) => i.seqId));
+    });
+  }
+
+  end(seqId: number): void {
+    const s = this.seqs.get(seqId);
+    if (!s) return;
+    s.embeds?.dispose();
+    s.generator?.dispose();
+    this.seqs.delete(seqId);
+  }
+
+  dispose(): void {
+    for (const id of [...this.seqs.keys()]) this.end(id);
+    this.graphs?.dispose();
+    this.cache.dispose();
+    this.shared.dispose();
+  }
+
+  private sample(hidden: Tensor, seqIds: number[]): SampledToken[] {
+    return this.sampleLogits(this.adapter.logits(hidden), seqIds);
+  }
+
+  private sampleLogits(logits: Tensor, seqIds: number[]): SampledToken[] {
+    const rows: RowSampling[] = seqIds.map((id) => {
+      const s = this.state(id);
+      return { temperature: s.sampling.temperature, topP: s.sampling.topP, topK: s.sampling.topK, generator: s.generator };
+    });
+    const { tokenIds, logprobs } = sampleRows(logits, rows, this.shared);
+    const wantLogits = seqIds.map((id) => this.state(id).sampling.returnLogits);
+    const hostLogits = wantLogits.some(Boolean) ? logits.float().toFloat32Array() : undefined;
+    const V = logits.shape[1]!;
+    return seqIds.map((seqId, i) => ({
+      seqId,
+      tokenId: tokenIds[i]!,
+      logprob: logprobs[i]!,
+      logits: wantLogits[i] ? hostLogits!.slice(i * V, (i + 1) * V) : undefined,
+    }));
+  }
+
+  private state(seqId: number): SequenceState {
+    const s = this.seqs.get(seqId);
+    if (!s) throw new Error(`the model runner has no sequence ${seqId}`);
+    return s;
+  }
+}

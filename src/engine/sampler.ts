@@ -1,0 +1,91 @@
+/**
+ * Token sampling on the device, for a batch of rows with their own settings.
+ *
+ * Per row: temperature 0 is greedy (argmax of the raw logits); otherwise logits are
+ * divided by the temperature, optionally cut to the top-k tokens and to the smallest set
+ * whose probability reaches top-p, and one token is drawn with the exponential-race trick
+ * (argmax of p / E with E ~ Exp(1), equivalent to a categorical draw), which needs one
+ * uniform draw per (row, vocab entry) and no host round trip.
+ *
+ * Randomness: a row with a seed draws its uniforms from its own generator, so its tokens
+ * do not depend on what else shares the batch; unseeded rows share one generator.
+ *
+ * The log-prob reported for each token is log softmax(logits / temperature) at that token
+ * (raw logits for greedy rows): the distribution before top-k/top-p truncation, which is
+ * what a trainer recomputes from the same logits.
+ *
+ * Ids and log-probs come back to the host in a single copy.
+ */
+import * as torch from "../torch/index.ts";
+import type { Generator, Tensor } from "../torch/index.ts";
+
+export interface RowSampling {
+  temperature: number;
+  topP: number;
+  topK: number;
+  /** The row's own generator (seeded requests), or undefined to share the batch's. */
+  generator?: Generator;
+}
+
+export interface SampledRows {
+  tokenIds: Int32Array;
+  logprobs: Float32Array;
+}
+
+/**
+ * Samples one token per row of `logits` (N, vocab). `shared` draws for unseeded rows.
+ * Call inside a tidy scope.
+ */
+export function sampleRows(logits: Tensor, rows: readonly RowSampling[], shared: Generator): SampledRows {
+  const N = rows.length;
+  const V = logits.shape[1]!;
+  const device = logits.device;
+  const x = logits.float();
+  const allGreedy = rows.every((r) => r.temperature === 0);
+  let tokens: Tensor;
+  let logp: Tensor;
+  if (allGreedy) {
+    tokens = x.argmax(-1);
+    logp = x.logSoftmax(-1);
+  } else {
+    const temps = torch.tensor(Float32Array.from(rows, (r) => (r.temperature === 0 ? 1 : r.temperature)), [N, 1], { device });
+    logp = x.div(temps).logSoftmax(-1);
+    let candidates = logp;
+    if (rows.some((r) => r.temperature > 0 && (r.topK > 0 || r.topP < 1))) candidates = truncate(logp, rows, device);
+    // Exponential race: argmax(log p - log E), E = -log U.
+    const uniform = torch.rand([N, V], { generator: shared, device });
+    rows.forEach((r, i) => {
+      if (r.generator && r.temperature > 0) uniform.select(0, i).copy_(torch.rand([V], { generator: r.generator, device }));
+    });
+    const race = candidates.sub(uniform.clampMin(1e-20).log().neg().log());
+    const sampled = race.argmax(-1);
+    const greedyRows = rows.map((r) => r.temperature === 0);
+    if (greedyRows.some(Boolean)) {
+      const isGreedy = torch.tensor(Uint8Array.from(greedyRows, Number), [N], { dtype: "bool", device });
+      tokens = torch.where(isGreedy, x.argmax(-1), sampled);
+    } else {
+      tokens = sampled;
+    }
+  }
+  const chosen = logp.gather(1, tokens.view(N, 1)).view(N);
+  // One device -> host copy for both (ids < 2^24 are exact in float32).
+  const host = torch.stack([tokens.float(), chosen]).toFloat32Array();
+  return { tokenIds: Int32Array.from(host.subarray(0, N)), logprobs: host.slice(N) };
+}
+
+/** Sets log-probs outside each row's top-k / top-p set to -inf. */
+function truncate(logp: Tensor, rows: readonly RowSampling[], device: torch.Device): Tensor {
+  const N = rows.length;
+  const V = logp.shape[1]!;
+  const { values, indices } = logp.sort(-1, true);
+  const probs = values.exp();
+  // Mass strictly before each token; a token is dropped once that already reaches top-p
+  // (so the most likely token always survives).
+  const before = probs.cumsum(-1).sub(probs);
+  const topP = torch.tensor(Float32Array.from(rows, (r) => r.topP), [N, 1], { device });
+  const topK = torch.tensor(Float32Array.from(rows, (r) => (r.topK > 0 ? r.topK : V)), [N, 1], { device });
+  const rank = torch.arange(V, undefined, 1, { dtype: "f32", device }).view(1, V);
+  const drop = before.ge(topP).logicalOr(rank.ge(topK));
+  const kept = values.maskedFill(drop, -Infinity);
+  return torch.full([N, V], -Infinity, { device }).scatter(1, indices, kept);
+}

@@ -1,0 +1,77 @@
+/**
+ * The seam between the scheduler (plain TypeScript: queues, slots, stop rules) and the
+ * tensor side (model forward, KV cache, sampling on the device).
+ *
+ * The scheduler decides *what* runs in each step; a StepRunner runs it and hands back
+ * one sampled token per sequence that asked for one. Keeping tensors behind this seam
+ * lets the scheduler be tested on its own and lets another runner (several GPUs, a
+ * different cache layout) slot in without touching it.
+ */
+import type { Prompt } from "./types.ts";
+
+/** The per-request sampling settings the device needs. */
+export interface TokenSampling {
+  temperature: number;
+  topP: number;
+  topK: number;
+  seed?: number;
+  /** Also copy the logits row to the host (tests, debugging). */
+  returnLogits: boolean;
+}
+
+export interface SequenceStart {
+  /** Unique for the life of the engine. */
+  seqId: number;
+  slot: number;
+  prompt: Prompt;
+  /** Prompt tokens [0, cached) already have KV in the slot; prefill starts here. */
+  cached: number;
+  sampling: TokenSampling;
+}
+
+/** Part of a sequence's pending prompt to prefill in this step. */
+export interface PrefillChunk {
+  seqId: number;
+  /** Prompt token range [start, end) to run; KV for [0, start) is already in the slot. */
+  start: number;
+  end: number;
+  /** The last chunk of the prompt: sample the first generated token from its last position. */
+  sample: boolean;
+}
+
+export interface DecodeItem {
+  seqId: number;
+  /** The token to feed (the one sampled last). */
+  tokenId: number;
+  /** Its index in the sequence (= the number of tokens whose KV is already cached). */
+  index: number;
+}
+
+export interface SampledToken {
+  seqId: number;
+  tokenId: number;
+  logprob: number;
+  logits?: Float32Array;
+}
+
+export interface RunnerCapacity {
+  /** Number of KV slots (sequences and idle sessions that can hold a cache at once). */
+  slots: number;
+  /** Tokens one slot can hold (prompt + generated). */
+  slotTokens: number;
+  vocabSize: number;
+}
+
+export interface StepRunner {
+  readonly capacity: RunnerCapacity;
+  /** Prepare a sequence (embed its new prompt tokens, run the vision tower once per new image). */
+  begin(start: SequenceStart): void;
+  /** Run prompt chunks of several sequences; returns tokens for the chunks with `sample`. */
+  prefill(chunks: PrefillChunk[]): SampledToken[];
+  /** Feed one token for each sequence and sample the next. */
+  decode(items: DecodeItem[]): SampledToken[];
+  /** The sequence is done (or failed): free anything the runner holds for it. */
+  end(seqId: number): void;
+  /** Free everything (the cache, compiled graphs). */
+  dispose(): void;
+}
