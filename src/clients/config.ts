@@ -3,6 +3,8 @@
  * Keys are snake_case like the rest of vagen's YAML.
  */
 import * as v from "valibot";
+import { EngineSettings } from "../engine/load.ts";
+import { createEngineClient } from "./engine-client.ts";
 import { OpenAICompatibleClient, type RetryEvent } from "./openai-client.ts";
 import type { InferenceClient, SamplingParams } from "./types.ts";
 
@@ -45,8 +47,22 @@ export const OpenAIBackendConfig = v.strictObject({
 });
 export type OpenAIBackendConfig = v.InferOutput<typeof OpenAIBackendConfig>;
 
-/** OpenAI-compatible servers today; the in-process engine backend joins this union. */
-export const ModelConfig = v.variant("backend", [OpenAIBackendConfig]);
+/**
+ * A model directory (Hugging Face layout: config.json, safetensors, tokenizer) run
+ * in-process by vagen's own engine: no server, exact token ids and log-probs.
+ */
+export const EngineBackendConfig = v.strictObject({
+  backend: v.literal("engine"),
+  /** The model directory, relative to the working directory. */
+  model_dir: v.pipe(v.string(), v.minLength(1, "a model directory")),
+  /** Device, dtype, KV-cache budget ... (see `vagen serve --help` for the same knobs). */
+  engine: v.optional(EngineSettings, {}),
+  sampling: v.optional(SamplingConfig, {}),
+});
+export type EngineBackendConfig = v.InferOutput<typeof EngineBackendConfig>;
+
+/** OpenAI-compatible servers, or a model run in-process. */
+export const ModelConfig = v.variant("backend", [OpenAIBackendConfig, EngineBackendConfig]);
 export type ModelConfig = v.InferOutput<typeof ModelConfig>;
 
 export function toSamplingParams(config: SamplingConfig | undefined): SamplingParams {
@@ -90,5 +106,7 @@ export function createClient(config: ModelConfig, hooks: CreateClientHooks = {})
         onRetry: hooks.onRetry,
         env: hooks.env,
       });
+    case "engine":
+      return createEngineClient(config.model_dir, config.engine, toSamplingParams(config.sampling));
   }
 }

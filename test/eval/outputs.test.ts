@@ -46,7 +46,7 @@ describe("example configs", () => {
     }
     const all = loadEvalConfig(join(EXAMPLES, "all.yaml"), ["envs.frozenlake_vision.episodes=2"]);
     expect(all.envs.frozenlake_vision!.episodes).toBe(2);
-    expect(all.model.base_url).toBe("http://127.0.0.1:8000/v1");
+    expect(all.model).toMatchObject({ backend: "openai", base_url: "http://127.0.0.1:8000/v1" });
   });
 });
 
