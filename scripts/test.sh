@@ -7,4 +7,4 @@ bash scripts/setup.sh
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
 # The CLI tests run the compiled binary; in this script it always exists.
 export VAGEN_REQUIRE_BINARY=1
-bun test "$@"
+bun test --timeout 60000 "$@"

@@ -30,7 +30,7 @@ test("the engine backend answers with token ids and log-probs of every generated
   } finally {
     await client.close?.();
   }
-});
+}, 60_000);
 
 test("vagen eval runs examples/eval/quickstart.yaml in-process and writes every episode", () => {
   const out = tempDir();
@@ -52,4 +52,4 @@ test("vagen eval runs examples/eval/quickstart.yaml in-process and writes every 
   } finally {
     out.cleanup();
   }
-});
+}, 120_000);
