@@ -215,7 +215,8 @@ export async function buildShim(force = false): Promise<Libtorch> {
   const objects = await pool(sources.map((s) => () => compileObject(s, flags, headerHash)), jobs);
   const linkStamp = `${SHIM}.hash`;
   const linkHash = sha(objects.map((o) => readFileSync(`${o.obj}.hash`, "utf8")).join(","), linkFlags(lt).join(" "));
-  if (existsSync(SHIM) && existsSync(linkStamp) && readFileSync(linkStamp, "utf8") === linkHash) {
+  const anyRebuilt = objects.some((o) => o.rebuilt);
+  if (!anyRebuilt && existsSync(SHIM) && existsSync(linkStamp) && readFileSync(linkStamp, "utf8") === linkHash) {
     log("shim up to date");
     return lt;
   }

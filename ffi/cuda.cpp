@@ -21,7 +21,30 @@
 #include <mutex>
 
 #ifdef VAGEN_WITH_CUDA
+#include <dlfcn.h>
+#include <glob.h>
+
 namespace {
+// cuDNN's runtime-compiled engines dlopen NVRTC by soname. Python's torch package
+// preloads it from the nvidia-* wheels on import; a plain process would not find it
+// there, and cuDNN then calls through a null pointer. Loading it once here (RTLD_LOCAL:
+// nothing is interposed) lets the loader match cuDNN's later dlopen by soname.
+void preload(const std::string& pattern) {
+  glob_t found;
+  if (::glob(pattern.c_str(), 0, nullptr, &found) == 0) {
+    for (size_t i = 0; i < found.gl_pathc; i++) ::dlopen(found.gl_pathv[i], RTLD_NOW | RTLD_LOCAL);
+  }
+  ::globfree(&found);
+}
+
+[[maybe_unused]] const bool nvrtc_preloaded = [] {
+#ifdef VAGEN_LIBTORCH_ROOT
+  preload(std::string(VAGEN_LIBTORCH_ROOT) + "/../nvidia/*/lib/libnvrtc.so.*");
+  preload(std::string(VAGEN_LIBTORCH_ROOT) + "/../nvidia/*/lib/libnvrtc-builtins.so.*");
+#endif
+  return true;
+}();
+
 // libtorch initialises CUDA (and the caching allocator's per-device state) lazily, on
 // the first CUDA tensor. Statistics calls before that fail with "Invalid device
 // argument", so they create one tiny tensor first.

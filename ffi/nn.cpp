@@ -170,3 +170,29 @@ VT_API int32_t vt_interpolate(void* x, int64_t h, int64_t w, int32_t mode, int32
   out[0] = vt::wrap(std::move(result));
   VT_CATCH
 }
+
+// Which fused attention kernels scaled_dot_product_attention may pick (torch >= 2.0):
+// each flag 1 enables, 0 disables, -1 leaves it. out: the resulting
+// [flash, memory-efficient, cudnn, math] states (all 0 where libtorch has no such switch).
+VT_API int32_t vt_sdp_backends(int32_t flash, int32_t mem_efficient, int32_t cudnn, int32_t math, double* out) {
+  VT_TRY
+  for (int i = 0; i < 4; i++) out[i] = 0;
+#if VT_TORCH_AT_LEAST(2, 0)
+  auto& ctx = at::globalContext();
+  if (flash >= 0) ctx.setSDPUseFlash(flash != 0);
+  if (mem_efficient >= 0) ctx.setSDPUseMemEfficient(mem_efficient != 0);
+  if (math >= 0) ctx.setSDPUseMath(math != 0);
+  out[0] = ctx.userEnabledFlashSDP() ? 1 : 0;
+  out[1] = ctx.userEnabledMemEfficientSDP() ? 1 : 0;
+  out[3] = ctx.userEnabledMathSDP() ? 1 : 0;
+#if VT_TORCH_AT_LEAST(2, 4)
+  if (cudnn >= 0) ctx.setSDPUseCuDNN(cudnn != 0);
+  out[2] = ctx.userEnabledCuDNNSDP() ? 1 : 0;
+#else
+  (void)cudnn;
+#endif
+#else
+  (void)flash, (void)mem_efficient, (void)cudnn, (void)math;
+#endif
+  VT_CATCH
+}

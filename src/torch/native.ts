@@ -84,6 +84,7 @@ const SYMBOLS = {
   vt_cross_entropy: { args: [p, p, p, i32, i64, f64, p], returns: i32 },
   vt_sdpa: { args: [p, p, p, p, f64, i32, i32, f64, i32, i32, p], returns: i32 },
   vt_has_fused_sdpa: { args: [], returns: i32 },
+  vt_sdp_backends: { args: [i32, i32, i32, i32, p], returns: i32 },
   vt_pad: { args: [p, p, i32, i32, f64, p], returns: i32 },
   vt_interpolate: { args: [p, i64, i64, i32, i32, p], returns: i32 },
   // autograd.cpp
@@ -229,6 +230,13 @@ export function loadTorch(): Shim {
     }
     S = lib.symbols as unknown as Shim;
     OPS = readOpTable(String(S.vt_op_table()));
+    // libtorch's cuDNN attention backend compiles kernels at run time through NVRTC,
+    // which it dlopens; PyTorch's Python package preloads that library, a plain process
+    // does not, and the first cuDNN attention call then jumps through a null pointer
+    // (seen with torch 2.11 on an H200). Flash and memory-efficient attention cover the
+    // same inputs, so cuDNN attention starts disabled; F.sdpBackends({cudnn: true})
+    // turns it back on where the library is loadable.
+    check(S.vt_sdp_backends(-1, -1, 0, -1, OUT_PTR));
     loadedPath = path;
     return S;
   } catch (err) {

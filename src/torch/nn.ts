@@ -4,7 +4,7 @@
  *   import { F } from "../torch/index.ts";
  *   const h = F.silu(F.linear(x, w1)).mul(F.linear(x, w3));
  */
-import { ARGS_PTR, OUT_PTR, S, argsAt } from "./native.ts";
+import { ARGS_PTR, OUT, OUT_PTR, S, argsAt, check, loadTorch } from "./native.ts";
 import { TorchError } from "./errors.ts";
 import { Tensor, handle, putList, result } from "./tensor.ts";
 
@@ -153,6 +153,24 @@ export function scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, opts:
       OUT_PTR,
     ),
   );
+}
+
+export interface SdpBackends {
+  flash: boolean;
+  memEfficient: boolean;
+  cudnn: boolean;
+  math: boolean;
+}
+
+/**
+ * Reads and changes which kernels scaledDotProductAttention may use on CUDA (PyTorch's
+ * torch.backends.cuda.enable_*_sdp). Omitted fields stay as they are.
+ */
+export function sdpBackends(set: Partial<SdpBackends> = {}): SdpBackends {
+  loadTorch();
+  const flag = (v: boolean | undefined) => (v === undefined ? -1 : v ? 1 : 0);
+  check(S.vt_sdp_backends(flag(set.flash), flag(set.memEfficient), flag(set.cudnn), flag(set.math), OUT_PTR));
+  return { flash: OUT[0] === 1, memEfficient: OUT[1] === 1, cudnn: OUT[2] === 1, math: OUT[3] === 1 };
 }
 
 /** Pads trailing dims: pad = [left, right] per dim starting from the last. */

@@ -1,20 +1,18 @@
 /**
  * Qwen2.5-VL behind the engine's ModelAdapter and ChatPromptBuilder seams.
  *
- * Weights, the vision tower, embeddings, the LM head, the processor and the M-RoPE
- * position rules all come from src/models. The decoder layer loop is written here once
- * more because the engine must own attention: each layer hands its rotated q/k/v to the
- * engine's AttentionBackend (slot KV cache, per-row cached lengths, grouped-query folding)
- * instead of concatenating a private cache. The arithmetic matches Qwen25TextModel
- * (tests compare the two).
+ * Weights, the vision tower, embeddings, the decoder, the LM head, the processor and the
+ * M-RoPE position rules all come from src/models. The engine owns attention by passing its
+ * AttentionBackend (slot KV cache, per-row cached lengths, grouped-query folding) as the
+ * decoder's attention hook, so there is one decoder implementation for training,
+ * generation and serving.
  */
 import * as torch from "../../torch/index.ts";
-import { F, type Tensor } from "../../torch/index.ts";
+import type { Tensor } from "../../torch/index.ts";
 import type { RGBImage } from "../../../envs/_common/types.ts";
 import type { ChatMessage as ModelChatMessage, ChatContentPart } from "../../models/chat_template.ts";
 import { mergedTokenCount } from "../../models/image_processor.ts";
 import type { Qwen25VLChatModel } from "../../models/qwen2_5_vl/chat_model.ts";
-import { rmsNorm, rotateHalf } from "../../models/qwen2_5_vl/layers.ts";
 import { computeRopeIndex } from "../../models/qwen2_5_vl/rope_index.ts";
 import type { ChatMessage } from "../../clients/types.ts";
 import type { AttentionBackend, ModelAdapter, ModelSpec } from "../adapter.ts";
@@ -139,50 +137,10 @@ export class Qwen25VLAdapter implements ModelAdapter, ChatPromptBuilder {
   }
 
   forward(inputsEmbeds: Tensor, positions: Tensor, attention: AttentionBackend): Tensor {
-    const c = this.chat.model.config.text;
-    const w = (name: string) => this.chat.model.weights.get(name)!;
-    const [B, T] = inputsEmbeds.shape as [number, number];
-    const [cos, sin] = this.rotary(positions, inputsEmbeds.dtype);
-    const cs = cos.unsqueeze(1);
-    const sn = sin.unsqueeze(1);
-    const rope = (t: Tensor) => t.mul(cs).add(rotateHalf(t).mul(sn));
-    let h = inputsEmbeds;
-    for (let i = 0; i < c.numLayers; i++) {
-      const input = h;
-      h = torch.tidy(() => {
-        const p = `model.layers.${i}`;
-        const x = rmsNorm(input, w(`${p}.input_layernorm.weight`), c.rmsNormEps);
-        const proj = (name: string, heads: number) =>
-          F.linear(x, w(`${p}.self_attn.${name}.weight`), w(`${p}.self_attn.${name}.bias`)).view(B, T, heads, c.headDim).transpose(1, 2);
-        const q = rope(proj("q_proj", c.numHeads));
-        const k = rope(proj("k_proj", c.numKvHeads));
-        const v = proj("v_proj", c.numKvHeads);
-        const o = attention.attend(i, q, k, v).transpose(1, 2).reshape(B, T, c.numHeads * c.headDim);
-        const a = input.add(F.linear(o, w(`${p}.self_attn.o_proj.weight`)));
-        const m = rmsNorm(a, w(`${p}.post_attention_layernorm.weight`), c.rmsNormEps);
-        const gate = F.silu(F.linear(m, w(`${p}.mlp.gate_proj.weight`)));
-        return a.add(F.linear(gate.mul(F.linear(m, w(`${p}.mlp.up_proj.weight`))), w(`${p}.mlp.down_proj.weight`)));
-      });
-    }
-    return rmsNorm(h, w("model.norm.weight"), c.rmsNormEps);
+    return this.chat.model.text.forward({ inputsEmbeds, positionIds: positions, attention });
   }
 
   logits(hidden: Tensor): Tensor {
     return this.chat.model.logits(hidden);
-  }
-
-  /** cos/sin (B, T, headDim): each frequency pair takes its angle from the axis mrope_section assigns. */
-  private rotary(positions: Tensor, dtype: Tensor["dtype"]): [Tensor, Tensor] {
-    const c = this.chat.model.config.text;
-    const device = positions.device;
-    const invFreq = torch.arange(0, c.headDim, 2, { dtype: "f32", device }).div(c.headDim).rpow(c.ropeTheta).rdiv(1);
-    const freqs = positions.to("f32").unsqueeze(-1).mul(invFreq);
-    const [s0, s1, s2] = c.mropeSection;
-    const picked = torch.cat(
-      [freqs.select(0, 0).narrow(-1, 0, s0), freqs.select(0, 1).narrow(-1, s0, s1), freqs.select(0, 2).narrow(-1, s0 + s1, s2)],
-      -1,
-    );
-    const emb = torch.cat([picked, picked], -1);
-    return [emb.cos().to(dtype), emb.sin().to(dtype)];
   }
 }

@@ -6,7 +6,8 @@
  * Everything is differentiable and batched: `forward` takes embeddings (so the caller can
  * splice image features in), 3D position ids (3, B, T), an optional 0/1 attention mask
  * over all past + current positions (left or right padding), and an optional KV cache,
- * or an attention hook for callers that keep their own cache layout (the serving engine).
+ * or an attention hook for callers that keep their own cache layout (the serving engine
+ * runs this same decoder through one).
  */
 import * as torch from "../../torch/index.ts";
 import { F, type Tensor } from "../../torch/index.ts";
@@ -28,13 +29,23 @@ export interface DecoderInput {
   kvCache?: KVCache;
   /**
    * Replaces the built-in attention (mask + KV cache + SDPA) for callers that own the
-   * cache layout, such as a batched serving engine. Receives rotated q (B, heads, T, D) and
-   * k/v (B, kvHeads, T, D) of the new positions; returns (B, heads, T, D).
+   * cache layout, such as a batched serving engine. Exclusive with attentionMask and
+   * kvCache: the hook alone knows what each query may see.
    */
   attention?: AttentionHook;
 }
 
+/**
+ * Attention over a cache the caller owns. Rows may sit at different positions: the
+ * rotary angles come from positionIds, so q and k arrive already rotated and the hook only
+ * decides where k/v are stored and which keys each query sees.
+ */
 export interface AttentionHook {
+  /**
+   * q: (B, heads, T, headDim); k, v: (B, kvHeads, T, headDim) of the T new positions of
+   * each row. Returns (B, heads, T, headDim): the attention output over each row's cached
+   * prefix plus its new positions.
+   */
   attend(layer: number, q: Tensor, k: Tensor, v: Tensor): Tensor;
 }
 
@@ -57,6 +68,7 @@ export class Qwen25TextModel {
   forward(input: DecoderInput): Tensor {
     const c = this.config;
     const { inputsEmbeds, positionIds, attentionMask, kvCache, attention } = input;
+    if (attention && (attentionMask || kvCache)) throw new Error("an attention hook replaces attentionMask and kvCache; pass only one of them");
     const [B, T] = inputsEmbeds.shape as [number, number, number];
     const past = kvCache?.pastLength ?? 0;
     const device = inputsEmbeds.device;
@@ -90,8 +102,9 @@ export class Qwen25TextModel {
   }
 
   /**
-   * cos/sin (B, T, headDim) in the compute dtype. Each frequency pair takes its angle from
-   * the temporal, height or width position according to mrope_section.
+   * cos/sin (B, 1, T, headDim) in the compute dtype, shaped to broadcast over the heads
+   * axis of q and k (once per forward, not per layer). Each frequency pair takes its angle
+   * from the temporal, height or width position according to mrope_section.
    */
   private rotaryCosSin(positionIds: Tensor, dtype: Tensor["dtype"]): [Tensor, Tensor] {
     const c = this.config;
@@ -105,7 +118,7 @@ export class Qwen25TextModel {
       [freqs.select(0, 0).narrow(-1, 0, s0), freqs.select(0, 1).narrow(-1, s0, s1), freqs.select(0, 2).narrow(-1, s0 + s1, s2)],
       -1,
     );
-    const emb = torch.cat([picked, picked], -1);
+    const emb = torch.cat([picked, picked], -1).unsqueeze(1);
     return [emb.cos().to(dtype), emb.sin().to(dtype)];
   }
 
@@ -121,9 +134,7 @@ export class Qwen25TextModel {
     const [B, T] = x.shape as [number, number, number];
     const proj = (name: string, heads: number) =>
       F.linear(x, this.w(`${p}.${name}.weight`), this.w(`${p}.${name}.bias`)).reshape([B, T, heads, c.headDim]).transpose(1, 2);
-    const cs = cos.unsqueeze(1);
-    const sn = sin.unsqueeze(1);
-    const rope = (t: Tensor) => t.mul(cs).add(rotateHalf(t).mul(sn));
+    const rope = (t: Tensor) => t.mul(cos).add(rotateHalf(t).mul(sin));
     const q = rope(proj("q_proj", c.numHeads));
     let k = rope(proj("k_proj", c.numKvHeads));
     let v = proj("v_proj", c.numKvHeads);

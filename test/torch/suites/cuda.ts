@@ -91,6 +91,8 @@ export function cudaSuite(): void {
     });
 
     test("bf16 matmul and fused attention run on the GPU", () => {
+      // cuDNN attention starts disabled (see native.ts); flash / memory-efficient run.
+      expect(torch.F.sdpBackends()).toEqual({ flash: true, memEfficient: true, cudnn: false, math: true });
       torch.tidy(() => {
         const q = torch.randn([2, 8, 128, 64], { device: "cuda", dtype: "bf16" });
         const fused = torch.F.scaledDotProductAttention(q, q, q, { isCausal: true });
