@@ -31,11 +31,11 @@ have_libtorch() {
 if ! have_libtorch; then
   say "installing libtorch and OpenBLAS from apt (about 530 MB)"
   as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     libtorch-dev libopenblas0-pthread g++ >/dev/null
 elif [ -f /usr/include/ATen/ATen.h ] && ! ldconfig -p 2>/dev/null | grep -q libopenblas; then
   say "installing OpenBLAS (matmul is ~13x slower on the reference BLAS)"
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends libopenblas0-pthread >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libopenblas0-pthread >/dev/null
 fi
 
 # JavaScript dependencies, from the lockfile
