@@ -1,8 +1,9 @@
 /**
  * The Qwen2-VL image processor (used unchanged by Qwen2.5-VL), matching transformers'
  * Qwen2VLImageProcessor: smart resize to multiples of patch_size * merge_size within
- * [min_pixels, max_pixels], Pillow bicubic resampling, rescale to [0,1], normalise with
- * the CLIP mean/std, then cut into flattened patches ordered so that each 2x2 block of
+ * [min_pixels, max_pixels], antialiased bicubic resampling (bit for bit like
+ * transformers 5, see image_resize.ts), rescale to [0,1], normalise with the CLIP
+ * mean/std, then cut into flattened patches ordered so that each 2x2 block of
  * patches (one merged LLM token) is contiguous.
  *
  * Output rows are `channels * temporal_patch_size * patch_size^2` floats in the order

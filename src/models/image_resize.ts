@@ -1,14 +1,23 @@
 /**
- * Bicubic resampling of 8-bit RGB images that reproduces Pillow's `Image.resize(...,
- * BICUBIC)` bit for bit (transformers' slow image processors resize through Pillow):
- * separable convolution, horizontal pass first, the cubic kernel with a = -0.5 widened
- * by the scale factor when shrinking (antialiasing), weights normalised per output pixel
- * and converted to 22-bit fixed point, results rounded and clipped to 0..255 after each
- * pass.
+ * Antialiased bicubic resampling of 8-bit RGB images, bit for bit like the two resizers
+ * transformers uses:
+ *
+ * - "torch" (the default): torch's uint8 `interpolate(mode="bicubic", antialias=True)`
+ *   on the CPU, which transformers 5's fast image processors call through torchvision;
+ * - "pillow": Pillow's `Image.resize(..., BICUBIC)`, used by the slow processors.
+ *
+ * Both are the same separable convolution: horizontal pass first, the cubic kernel with
+ * a = -0.5 widened by the scale factor when shrinking, weights normalised per output
+ * pixel and converted to fixed point, results rounded and clipped to 0..255 after each
+ * pass. They differ only in the fixed-point precision: Pillow always uses 22 bits; torch
+ * stores weights as int16 and picks, per dimension, the most bits for which the largest
+ * weight still fits.
  */
 import type { RGBImage } from "../../envs/_common/types.ts";
 
-const PRECISION_BITS = 32 - 8 - 2;
+export type ResizeFlavour = "torch" | "pillow";
+
+const PILLOW_PRECISION_BITS = 32 - 8 - 2;
 const BICUBIC_SUPPORT = 2;
 const A = -0.5;
 
@@ -27,9 +36,25 @@ interface Coefficients {
   /** Fixed-point weights, `kernelSize` per output pixel. */
   weights: Int32Array;
   kernelSize: number;
+  /** Fixed-point fraction bits of `weights`. */
+  precision: number;
 }
 
-function coefficients(inSize: number, outSize: number): Coefficients {
+/** torch's rule: the most bits (< 22) for which round(2 * maxWeight * 2^bits) < 2^15. */
+function int16Precision(maxWeight: number): number {
+  let bits = 0;
+  for (; bits < 22; bits++) {
+    if (Math.trunc(0.5 + maxWeight * 2 ** (bits + 1)) >= 1 << 15) break;
+  }
+  return bits;
+}
+
+function toFixed(w: number, bits: number): number {
+  const v = w * 2 ** bits;
+  return Math.trunc(v < 0 ? v - 0.5 : v + 0.5);
+}
+
+function coefficients(inSize: number, outSize: number, flavour: ResizeFlavour): Coefficients {
   const scale = inSize / outSize;
   const filterScale = Math.max(scale, 1);
   const support = BICUBIC_SUPPORT * filterScale;
@@ -37,7 +62,9 @@ function coefficients(inSize: number, outSize: number): Coefficients {
   const start = new Int32Array(outSize);
   const count = new Int32Array(outSize);
   const weights = new Int32Array(outSize * kernelSize);
+  const normalised = new Float64Array(outSize * kernelSize);
   const pre = new Float64Array(kernelSize);
+  let maxWeight = 0;
   const invScale = 1 / filterScale;
   for (let xx = 0; xx < outSize; xx++) {
     const center = (xx + 0.5) * scale;
@@ -55,25 +82,27 @@ function coefficients(inSize: number, outSize: number): Coefficients {
     }
     for (let x = 0; x < xmax; x++) {
       const w = sum !== 0 ? pre[x]! / sum : pre[x]!;
-      const fixed = w < 0 ? Math.trunc(-0.5 + w * (1 << PRECISION_BITS)) : Math.trunc(0.5 + w * (1 << PRECISION_BITS));
-      weights[xx * kernelSize + x] = fixed;
+      normalised[xx * kernelSize + x] = w;
+      if (w > maxWeight) maxWeight = w;
     }
     start[xx] = xmin;
     count[xx] = xmax;
   }
-  return { start, count, weights, kernelSize };
+  const precision = flavour === "pillow" ? PILLOW_PRECISION_BITS : int16Precision(maxWeight);
+  for (let i = 0; i < weights.length; i++) weights[i] = toFixed(normalised[i]!, precision);
+  return { start, count, weights, kernelSize, precision };
 }
 
-function clip8(acc: number): number {
-  // acc fits in a double exactly; an arithmetic shift by PRECISION_BITS is a floor division.
-  const v = Math.floor(acc / (1 << PRECISION_BITS));
+function clip8(acc: number, precision: number): number {
+  // acc fits in a double exactly; an arithmetic shift by `precision` is a floor division.
+  const v = Math.floor(acc / 2 ** precision);
   return v < 0 ? 0 : v > 255 ? 255 : v;
 }
 
-function resizeHorizontal(src: Uint8Array, width: number, height: number, outWidth: number): Uint8Array {
-  const c = coefficients(width, outWidth);
+function resizeHorizontal(src: Uint8Array, width: number, height: number, outWidth: number, flavour: ResizeFlavour): Uint8Array {
+  const c = coefficients(width, outWidth, flavour);
   const out = new Uint8Array(outWidth * height * 3);
-  const half = 1 << (PRECISION_BITS - 1);
+  const half = 2 ** (c.precision - 1);
   for (let y = 0; y < height; y++) {
     const row = y * width * 3;
     for (let xx = 0; xx < outWidth; xx++) {
@@ -89,18 +118,18 @@ function resizeHorizontal(src: Uint8Array, width: number, height: number, outWid
         b += src[p + 2]! * w;
       }
       const o = (y * outWidth + xx) * 3;
-      out[o] = clip8(r);
-      out[o + 1] = clip8(g);
-      out[o + 2] = clip8(b);
+      out[o] = clip8(r, c.precision);
+      out[o + 1] = clip8(g, c.precision);
+      out[o + 2] = clip8(b, c.precision);
     }
   }
   return out;
 }
 
-function resizeVertical(src: Uint8Array, width: number, height: number, outHeight: number): Uint8Array {
-  const c = coefficients(height, outHeight);
+function resizeVertical(src: Uint8Array, width: number, height: number, outHeight: number, flavour: ResizeFlavour): Uint8Array {
+  const c = coefficients(height, outHeight, flavour);
   const out = new Uint8Array(width * outHeight * 3);
-  const half = 1 << (PRECISION_BITS - 1);
+  const half = 2 ** (c.precision - 1);
   for (let yy = 0; yy < outHeight; yy++) {
     const s = c.start[yy]!;
     const n = c.count[yy]!;
@@ -115,22 +144,22 @@ function resizeVertical(src: Uint8Array, width: number, height: number, outHeigh
         b += src[p + 2]! * w;
       }
       const o = (yy * width + x) * 3;
-      out[o] = clip8(r);
-      out[o + 1] = clip8(g);
-      out[o + 2] = clip8(b);
+      out[o] = clip8(r, c.precision);
+      out[o + 1] = clip8(g, c.precision);
+      out[o + 2] = clip8(b, c.precision);
     }
   }
   return out;
 }
 
-/** Resize to `width` x `height` with Pillow's bicubic filter; the same size returns a copy. */
-export function resizeBicubic(image: RGBImage, width: number, height: number): RGBImage {
+/** Resize to `width` x `height` with the antialiased bicubic filter; the same size returns a copy. */
+export function resizeBicubic(image: RGBImage, width: number, height: number, flavour: ResizeFlavour = "torch"): RGBImage {
   let data = image.data;
   let w = image.width;
   if (width !== image.width) {
-    data = resizeHorizontal(data, image.width, image.height, width);
+    data = resizeHorizontal(data, image.width, image.height, width, flavour);
     w = width;
   }
-  if (height !== image.height) data = resizeVertical(data, w, image.height, height);
+  if (height !== image.height) data = resizeVertical(data, w, image.height, height, flavour);
   return { width, height, data: data === image.data ? new Uint8Array(data) : data };
 }
