@@ -56,12 +56,16 @@ export function isImportPath(ref: string): boolean {
  * may be an `EnvDefinition`, or a class whose constructor takes the config object
  * (VAGEN's style); classes get no schema validation beyond being an object.
  */
-export async function resolveEnv(nameOrImportPath: string): Promise<EnvDefinition> {
+/**
+ * A registered name, or an import path `path/to/file.ts:ExportName` resolved against
+ * `baseDir` (default: the working directory; eval passes its config file's folder).
+ */
+export async function resolveEnv(nameOrImportPath: string, baseDir = process.cwd()): Promise<EnvDefinition> {
   const known = registered.get(nameOrImportPath);
   if (known) return known;
   const fromYaml = registryRefs[nameOrImportPath];
   if (fromYaml) return loadFromImportPath(fromYaml, nameOrImportPath);
-  if (isImportPath(nameOrImportPath)) return loadFromImportPath(nameOrImportPath, nameOrImportPath);
+  if (isImportPath(nameOrImportPath)) return loadFromImportPath(nameOrImportPath, nameOrImportPath, baseDir);
   const names = [...registered.keys()];
   const suggestion = closestName(nameOrImportPath, names);
   throw new VagenError(
@@ -70,29 +74,30 @@ export async function resolveEnv(nameOrImportPath: string): Promise<EnvDefinitio
   );
 }
 
-export async function createEnv(nameOrImportPath: string, config: Record<string, unknown> = {}): Promise<Env> {
-  return (await instantiateEnv(nameOrImportPath, config)).env;
+export async function createEnv(nameOrImportPath: string, config: Record<string, unknown> = {}, baseDir?: string): Promise<Env> {
+  return (await instantiateEnv(nameOrImportPath, config, baseDir)).env;
 }
 
 /** Like `createEnv`, but also returns the definition and the validated config (defaults filled in). */
 export async function instantiateEnv(
   nameOrImportPath: string,
   config: Record<string, unknown> = {},
+  baseDir?: string,
 ): Promise<{ env: Env; definition: EnvDefinition; config: Record<string, unknown> }> {
-  const definition = await resolveEnv(nameOrImportPath);
+  const definition = await resolveEnv(nameOrImportPath, baseDir);
   const parsed = parseConfig(definition.configSchema, config, { subject: `env "${definition.name}"` }) as Record<string, unknown>;
   return { env: await definition.create(parsed), definition, config: parsed };
 }
 
 const looseConfig = v.record(v.string(), v.unknown());
 
-async function loadFromImportPath(ref: string, displayName: string): Promise<EnvDefinition> {
+async function loadFromImportPath(ref: string, displayName: string, baseDir = process.cwd()): Promise<EnvDefinition> {
   const colon = ref.lastIndexOf(":");
   // A Windows drive letter ("C:\...") is not an export separator.
   const hasExport = colon > 1;
   const file = hasExport ? ref.slice(0, colon) : ref;
   const exportName = hasExport ? ref.slice(colon + 1) : "default";
-  const path = isAbsolute(file) ? file : resolve(process.cwd(), file);
+  const path = isAbsolute(file) ? file : resolve(baseDir, file);
   let module: Record<string, unknown>;
   try {
     module = (await import(pathToFileURL(path).href)) as Record<string, unknown>;

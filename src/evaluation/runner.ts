@@ -23,7 +23,8 @@ import { readEpisodeMetrics, removeStaleTemporaries, writeEpisode, writeFileAtom
 import type { EvalProgress, EvalReporter } from "./progress.ts";
 import { type EvalSummary, summarizeEnv } from "./summary.ts";
 
-export type EnvFactory = (nameOrImportPath: string, config: Record<string, unknown>) => Promise<Env>;
+/** Creates an env by registered name or by import path (resolved against `baseDir`). */
+export type EnvFactory = (nameOrImportPath: string, config: Record<string, unknown>, baseDir?: string) => Promise<Env>;
 
 export interface EvalDependencies {
   client: InferenceClient;
@@ -63,7 +64,7 @@ export async function runEvaluation(config: EvalConfig, deps: EvalDependencies):
   for (const [tag, spec] of Object.entries(config.envs)) {
     const { name, options } = harnessNameAndOptions(spec.harness);
     harnesses.set(tag, await createHarness(name, options, deps.baseDir));
-    await checkEnvCreates(tag, spec, deps.createEnv);
+    await checkEnvCreates(tag, spec, deps.createEnv, deps.baseDir);
     removeStaleTemporaries(join(outputDir, tag));
   }
 
@@ -124,7 +125,7 @@ async function runJob(job: Job, deps: EvalDependencies, outputDir: string): Prom
   const dir = episodeDir(outputDir, job.tag, job.seed);
   let env: Env | undefined;
   try {
-    env = await deps.createEnv(job.spec.name, job.spec.config);
+    env = await deps.createEnv(job.spec.name, job.spec.config, deps.baseDir);
     const record = await job.harness.runEpisode({
       env,
       client: deps.client,
@@ -149,10 +150,10 @@ async function runJob(job: Job, deps: EvalDependencies, outputDir: string): Prom
 }
 
 /** Build one env up front so a misspelled env name or config key fails before any request. */
-async function checkEnvCreates(tag: string, spec: EnvEvalSpec, createEnv: EnvFactory): Promise<void> {
+async function checkEnvCreates(tag: string, spec: EnvEvalSpec, createEnv: EnvFactory, baseDir?: string): Promise<void> {
   let env: Env;
   try {
-    env = await createEnv(spec.name, spec.config);
+    env = await createEnv(spec.name, spec.config, baseDir);
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
     throw new VagenError(`envs.${tag}: could not create env "${spec.name}": ${message}`, err instanceof VagenError ? err.hint : undefined);

@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { parse } from "yaml";
@@ -36,6 +37,12 @@ describe("registry", () => {
     await expect(createEnv("test/envs/fixtures/counter-env.ts:nope")).rejects.toThrow(/has no export "nope"/);
     await expect(createEnv("test/envs/fixtures/missing.ts:x")).rejects.toThrow(/cannot load env module/);
     await expect(createEnv("test/envs/fixtures/counter-env.ts:counterEnv", { start: "x" })).rejects.toThrow(/start/);
+  });
+
+  test("import paths resolve against a base directory when one is given (eval: the config's folder)", async () => {
+    const env = await createEnv("./counter-env.ts:counterEnv", { start: 5 }, join(import.meta.dir, "fixtures"));
+    expect((await env.reset(1)).obs.text).toBe("count 1");
+    await expect(createEnv("./counter-env.ts:counterEnv", {})).rejects.toThrow(/cannot load env module/);
   });
 
   test("registerEnv adds a name", async () => {

@@ -19,7 +19,7 @@ const INTERRUPTED_EXIT = 130;
 export function register(program: Command): void {
   program
     .command("eval")
-    .description("evaluate a model (any OpenAI-compatible endpoint) on environments; per-episode dumps + summary")
+    .description("evaluate a model (an OpenAI-compatible endpoint, or a model directory in-process) on environments; per-episode dumps + summary")
     .argument("<config>", "eval config YAML (see examples/eval/)")
     .argument("[overrides...]", "key.path=value overrides, e.g. envs.sokoban.episodes=4 model.base_url=http://host:8000/v1")
     .option("--no-progress", "plain log lines instead of a progress bar, even on a terminal")
