@@ -16,7 +16,7 @@ import { toSamplingParams } from "../clients/config.ts";
 import { createHarness } from "../harness/registry.ts";
 import type { Harness } from "../harness/types.ts";
 import { VagenError } from "../errors.ts";
-import { type EnvEvalSpec, type EvalConfig, checkEvalConfig, episodeSeeds, harnessNameAndOptions } from "./config.ts";
+import { type EnvEvalSpec, type EvalConfig, checkEvalConfig, episodeSeedsForTag, harnessNameAndOptions } from "./config.ts";
 import { type EpisodeContext, type EpisodeMetrics, episodeMetrics, failedEpisodeMetrics, finishedNormally } from "./episode-metrics.ts";
 import { episodeDir, summaryPath } from "./layout.ts";
 import { readEpisodeMetrics, removeStaleTemporaries, writeEpisode, writeFileAtomic } from "./outputs.ts";
@@ -73,7 +73,7 @@ export async function runEvaluation(config: EvalConfig, deps: EvalDependencies):
   for (const [tag, spec] of Object.entries(config.envs)) {
     const sampling = { ...toSamplingParams(config.model.sampling), ...toSamplingParams(spec.sampling) };
     const context: EpisodeContext = { envName: spec.name, tag, model: client.description, maxTurns: spec.max_turns, envConfig: spec.config };
-    for (const seed of episodeSeeds(spec)) {
+    for (const seed of episodeSeedsForTag(config, tag)) {
       progress.total++;
       const previous = config.run.resume ? readEpisodeMetrics(episodeDir(outputDir, tag, seed)) : undefined;
       if (previous && finishedNormally(previous.finish_reason)) {
@@ -166,7 +166,7 @@ export function buildSummary(config: EvalConfig, model: string, now = new Date()
   const envs: EvalSummary["envs"] = {};
   let complete = true;
   for (const [tag, spec] of Object.entries(config.envs)) {
-    const seeds = episodeSeeds(spec);
+    const seeds = episodeSeedsForTag(config, tag);
     const finished = seeds
       .map((seed) => readEpisodeMetrics(episodeDir(config.output_dir, tag, seed)))
       .filter((m): m is EpisodeMetrics => m !== undefined);
