@@ -7,6 +7,7 @@
  * by the reset seed (VAGEN uses numpy's unseeded global RNG), so episodes replay exactly.
  */
 import { parseConfig } from "../_common/config.ts";
+import { stepInfo } from "../_common/step-info.ts";
 import { actionObservationText, initialObservationText } from "../_common/observation.ts";
 import { parseResponse } from "../_common/parsers.ts";
 import { Rng } from "../_common/rng.ts";
@@ -97,20 +98,8 @@ export class FrozenLakeEnv implements Env {
     if (earnsFormat) reward += this.formatReward;
     this.totalReward += reward;
 
-    const info: EnvInfo = {
-      ...parsed,
-      metrics: {
-        turn_metrics: {
-          action_is_valid: actionIsValid,
-          action_is_effective: this.row !== start[0] || this.col !== start[1],
-          format_correct: parsed.format_correct,
-        },
-        traj_metrics: { success },
-      },
-      success,
-      state: this.groundTruth(),
-      valid_actions: validActions,
-    };
+    const turn = { actionIsValid, actionIsEffective: this.row !== start[0] || this.col !== start[1], success };
+    const info = stepInfo(parsed, turn, this.groundTruth(), validActions);
     return { obs: this.observe(validActions), reward, done, info };
   }
 

@@ -4,6 +4,7 @@
  * render.
  */
 import { parseConfig } from "../_common/config.ts";
+import { stepInfo } from "../_common/step-info.ts";
 import { actionObservationText, initialObservationText } from "../_common/observation.ts";
 import { parseResponse, type ParsedResponse } from "../_common/parsers.ts";
 import { gridObject, type GridState, type Position } from "../_common/state.ts";
@@ -85,20 +86,8 @@ export class SokobanEnv implements Env {
     if (this.earnsFormatReward(parsed, validActions, actionIsValid)) reward += this.rewards.formatReward;
     this.totalReward += reward;
 
-    const info: EnvInfo = {
-      ...parsed,
-      metrics: {
-        turn_metrics: {
-          action_is_valid: actionIsValid,
-          action_is_effective: this.player !== startPlayer,
-          format_correct: parsed.format_correct,
-        },
-        traj_metrics: { success },
-      },
-      success,
-      state: this.groundTruth(),
-      valid_actions: validActions,
-    };
+    const turn = { actionIsValid, actionIsEffective: this.player !== startPlayer, success };
+    const info = stepInfo(parsed, turn, this.groundTruth(), validActions);
     return { obs: this.observe(validActions), reward, done, info };
   }
 
