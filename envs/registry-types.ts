@@ -4,6 +4,8 @@
  * config.
  */
 import type * as v from "valibot";
+import type { parseResponse } from "./_common/parsers.ts";
+import type { Rng } from "./_common/rng.ts";
 import type { Env } from "./_common/types.ts";
 
 export interface EnvDefinition<S extends v.GenericSchema = v.GenericSchema> {
@@ -22,4 +24,19 @@ export function isEnvDefinition(value: unknown): value is EnvDefinition {
     typeof (value as EnvDefinition).create === "function" &&
     typeof (value as EnvDefinition).configSchema === "object"
   );
+}
+
+/**
+ * What vagen hands an env module that exports a factory `(kit) => definition`. A module
+ * loaded by import path from the single binary cannot import packages of its own unless
+ * they are installed next to it; through the kit it gets valibot and vagen's helpers
+ * without any runtime import.
+ */
+export interface EnvKit {
+  /** valibot, for the config schema. */
+  v: typeof v;
+  /** VAGEN's response parsers (all formats), with format checking. */
+  parseResponse: typeof parseResponse;
+  /** The seeded generator the built-in envs use (same seed, same stream, everywhere). */
+  Rng: typeof Rng;
 }

@@ -13,7 +13,11 @@ import registryFile from "../configs/env_registry.yaml";
 import type { Env } from "./_common/types.ts";
 import { closestName, parseConfig } from "./_common/config.ts";
 import { BUILTIN_MODULES } from "./builtins.ts";
-import { isEnvDefinition, type EnvDefinition } from "./registry-types.ts";
+import { parseResponse } from "./_common/parsers.ts";
+import { Rng } from "./_common/rng.ts";
+import { isEnvDefinition, type EnvDefinition, type EnvKit } from "./registry-types.ts";
+
+const ENV_KIT: EnvKit = { v, parseResponse, Rng };
 
 export type { EnvDefinition } from "./registry-types.ts";
 
@@ -110,7 +114,14 @@ async function loadFromImportPath(ref: string, displayName: string, baseDir = pr
     throw new VagenError(`env module "${file}" has no export "${exportName}"`, `exports: ${available}`);
   }
   if (isEnvDefinition(exported)) return { ...exported, name: exported.name ?? displayName };
-  if (typeof exported === "function" && typeof (exported as { prototype?: { step?: unknown } }).prototype?.step === "function") {
+  const isEnvClass = typeof (exported as { prototype?: { step?: unknown } }).prototype?.step === "function";
+  if (typeof exported === "function" && !isEnvClass) {
+    // A factory `(kit) => definition`: the module needs no runtime imports.
+    const made = await (exported as (kit: EnvKit) => unknown)(ENV_KIT);
+    if (isEnvDefinition(made)) return { ...made, name: made.name ?? displayName };
+    throw new VagenError(`export "${exportName}" of "${file}" is a function, but calling it with the env kit did not return an env definition`);
+  }
+  if (typeof exported === "function") {
     const EnvClass = exported as new (config: Record<string, unknown>) => Env;
     return {
       name: displayName,
@@ -121,6 +132,6 @@ async function loadFromImportPath(ref: string, displayName: string, baseDir = pr
   }
   throw new VagenError(
     `export "${exportName}" of "${file}" is neither an env definition nor an env class`,
-    "export an object {name, description, configSchema, create(config)} or a class with reset/step/systemPrompt/close",
+    "export an object {name, description, configSchema, create(config)}, a factory (kit) => that object, or a class with reset/step/systemPrompt/close",
   );
 }

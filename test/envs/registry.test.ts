@@ -39,6 +39,14 @@ describe("registry", () => {
     await expect(createEnv("test/envs/fixtures/counter-env.ts:counterEnv", { start: "x" })).rejects.toThrow(/start/);
   });
 
+  test("a module can export a factory that receives the kit (valibot and parsers, no imports needed)", async () => {
+    const env = await createEnv("test/envs/fixtures/kit-env.ts:counter", { target: 2 });
+    await env.reset(0);
+    expect((await env.step("<think>x</think><answer>inc, inc</answer>")).info.success).toBe(true);
+    await expect(createEnv("test/envs/fixtures/kit-env.ts:counter", { target: "two" })).rejects.toThrow(/target/);
+    await expect(createEnv("test/envs/fixtures/kit-env.ts:notAFactory")).rejects.toThrow(/did not return an env definition/);
+  });
+
   test("import paths resolve against a base directory when one is given (eval: the config's folder)", async () => {
     const env = await createEnv("./counter-env.ts:counterEnv", { start: 5 }, join(import.meta.dir, "fixtures"));
     expect((await env.reset(1)).obs.text).toBe("count 1");
