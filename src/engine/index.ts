@@ -21,7 +21,7 @@ export type { ModelAdapter, ModelSpec, AttentionBackend } from "./adapter.ts";
 export type { ChatPromptBuilder } from "./chat.ts";
 export { ModelRunner, type ModelRunnerOptions } from "./model-runner.ts";
 export { SlotKvCache, planKvCache, kvBytesPerToken, type KvCachePlan } from "./kv-cache.ts";
-export { loadEngine, EngineSettings, describePlan, type LoadedEngine } from "./load.ts";
+export { loadEngine, createEngine, EngineSettings, describePlan, type LoadedEngine } from "./load.ts";
 export { startServer, type ServerOptions } from "./server.ts";
 export { imageKey } from "./prompt.ts";
 export type * from "./types.ts";

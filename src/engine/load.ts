@@ -8,6 +8,7 @@ import * as torch from "../torch/index.ts";
 import type { DType, Device } from "../torch/index.ts";
 import { VagenError } from "../errors.ts";
 import { loadChatModel } from "../models/index.ts";
+import type { ChatModel } from "../models/family.ts";
 import { Qwen25VLChatModel } from "../models/qwen2_5_vl/chat_model.ts";
 import type { ModelAdapter } from "./adapter.ts";
 import type { ChatPromptBuilder } from "./chat.ts";
@@ -61,17 +62,46 @@ export function resolveDevice(requested: string | undefined): Device {
   return torch.torchInfo().cudaDevices > 0 ? ("cuda" as Device) : ("cpu" as Device);
 }
 
+/**
+ * Load a model directory and start an engine that owns it: `close()` frees the engine,
+ * its KV cache and the weights.
+ */
 export function loadEngine(modelDir: string, settings: Partial<EngineSettings> = {}): LoadedEngine {
   const s = v.parse(EngineSettings, settings);
   const device = resolveDevice(s.device);
   const dtype: DType = s.dtype ?? (String(device).startsWith("cuda") ? "bf16" : "f32");
   const chat = loadChatModel(modelDir, { device, dtype });
-  if (!(chat instanceof Qwen25VLChatModel)) {
+  try {
+    const loaded = createEngine(chat, s, basename(resolve(modelDir)));
+    return {
+      ...loaded,
+      async close() {
+        await loaded.close();
+        chat.dispose();
+      },
+    };
+  } catch (err) {
     chat.dispose();
-    throw new VagenError(`${modelDir}: the engine has no adapter for the "${chat.family}" family yet`);
+    throw err;
   }
-  const adapter = new Qwen25VLAdapter(chat, basename(resolve(modelDir)));
-  const kvGib = s.kv_cache_gib ?? (String(device).startsWith("cuda") ? DEFAULT_KV_GIB.cuda : DEFAULT_KV_GIB.cpu);
+}
+
+/**
+ * Start an engine over a model that is already loaded, without taking it over: the
+ * engine reads the model's own weight tensors, so a trainer that updates them in place
+ * generates with the new weights on the next request (release sessions first: their
+ * KV caches were computed with the old ones). `close()` frees the engine and its KV
+ * cache; the model stays with its owner. `settings.device`/`dtype` are ignored here:
+ * the engine runs where the model lives.
+ */
+export function createEngine(chat: ChatModel, settings: Partial<EngineSettings> = {}, modelName = chat.family): LoadedEngine {
+  const s = v.parse(EngineSettings, settings);
+  if (!(chat instanceof Qwen25VLChatModel)) {
+    throw new VagenError(`the engine has no adapter for the "${chat.family}" model family yet`);
+  }
+  const adapter = new Qwen25VLAdapter(chat, modelName);
+  const onCuda = String(adapter.spec.device).startsWith("cuda");
+  const kvGib = s.kv_cache_gib ?? (onCuda ? DEFAULT_KV_GIB.cuda : DEFAULT_KV_GIB.cpu);
   const plan = planKvCache(adapter.spec, { maxSeqLen: s.max_seq_len, memoryBytes: kvGib * 2 ** 30, maxSlots: s.max_slots });
   const runner = new ModelRunner(adapter, {
     slots: plan.slots,
@@ -91,10 +121,7 @@ export function loadEngine(modelDir: string, settings: Partial<EngineSettings> =
     adapter,
     runner,
     plan,
-    async close() {
-      await engine.close();
-      chat.dispose();
-    },
+    close: () => engine.close(),
   };
 }
 

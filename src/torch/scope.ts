@@ -12,7 +12,7 @@
  *     leaks can be reported. Tensors inside a scope skip it (the scope frees them).
  * `liveTensors()` counts native handles, which is what tests assert on.
  */
-import { S } from "./native.ts";
+import { S, loadTorch } from "./native.ts";
 
 /** What the scopes need from a tensor; implemented by Tensor. */
 export interface Disposable {
@@ -120,6 +120,7 @@ function isTensorLike(value: object): value is Disposable {
 
 /** Number of native tensor handles currently alive. */
 export function liveTensors(): number {
+  loadTorch(); // callable before any tensor exists (a test's baseline)
   return Number(S.vt_live_handles());
 }
 
