@@ -160,20 +160,21 @@ VT_API int32_t vt_manual_seed(int64_t seed) {
   VT_CATCH
 }
 
-// State of a device's default generator (device_type 0 cpu, 1 cuda).
+// The default generator of a device (device_type 0 cpu, 1 cuda).
+static at::Generator default_generator(int32_t device_type, int32_t device_index) {
+  if (device_type == 0) return at::detail::getDefaultCPUGenerator();
+#ifdef VAGEN_WITH_CUDA
+  return at::cuda::detail::getDefaultCUDAGenerator(static_cast<c10::DeviceIndex>(device_index));
+#else
+  (void)device_index;
+  throw std::invalid_argument("CUDA generator requested but this shim was built without CUDA");
+#endif
+}
+
+// State of a device's default generator.
 VT_API int32_t vt_default_rng_state(int32_t device_type, int32_t device_index, double* out) {
   VT_TRY
-  at::Generator g;
-  if (device_type == 0) {
-    g = at::detail::getDefaultCPUGenerator();
-  } else {
-#ifdef VAGEN_WITH_CUDA
-    g = at::cuda::detail::getDefaultCUDAGenerator(static_cast<c10::DeviceIndex>(device_index));
-#else
-    (void)device_index;
-    throw std::invalid_argument("CUDA generator requested but this shim was built without CUDA");
-#endif
-  }
+  at::Generator g = default_generator(device_type, device_index);
   std::lock_guard<std::mutex> lock(g.mutex());
   out[0] = vt::wrap(g.get_state());
   VT_CATCH
@@ -181,17 +182,7 @@ VT_API int32_t vt_default_rng_state(int32_t device_type, int32_t device_index, d
 
 VT_API int32_t vt_set_default_rng_state(int32_t device_type, int32_t device_index, void* state) {
   VT_TRY
-  at::Generator g;
-  if (device_type == 0) {
-    g = at::detail::getDefaultCPUGenerator();
-  } else {
-#ifdef VAGEN_WITH_CUDA
-    g = at::cuda::detail::getDefaultCUDAGenerator(static_cast<c10::DeviceIndex>(device_index));
-#else
-    (void)device_index;
-    throw std::invalid_argument("CUDA generator requested but this shim was built without CUDA");
-#endif
-  }
+  at::Generator g = default_generator(device_type, device_index);
   std::lock_guard<std::mutex> lock(g.mutex());
   g.set_state(T(state));
   VT_CATCH
