@@ -12,6 +12,11 @@
  *   2. the torch package of python3   pip torch, with CUDA when it has it; the CUDA
  *                                     headers come from $CUDA_HOME or /usr/local/cuda
  *   3. /usr                           Debian's libtorch-dev
+ *
+ * With a CUDA libtorch and nvcc (from $CUDA_HOME, /usr/local/cuda or PATH), ffi/*.cu adds
+ * vagen's fused kernels (static CUDA runtime, so nothing else needs to be found at load
+ * time); VAGEN_CUDA_KERNELS=0 leaves them out and VAGEN_CUDA_ARCHS picks the GPU
+ * architectures (default "80;90").
  */
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
@@ -34,6 +39,8 @@ export interface Libtorch {
   cxx11Abi: boolean;
   cuda: boolean;
   cudaInclude?: string;
+  /** nvcc of the CUDA toolkit, when the fused kernels are built. */
+  nvcc?: string;
 }
 
 function log(msg: string): void {
@@ -75,7 +82,16 @@ function fromDirectory(root: string, origin: string): Libtorch | undefined {
   // libtorch archives ship either ABI; the cmake config records which one.
   const cmake = join(root, "share", "cmake", "Torch", "TorchConfig.cmake");
   const cxx11Abi = existsSync(cmake) ? !readFileSync(cmake, "utf8").includes("_GLIBCXX_USE_CXX11_ABI=0") : true;
-  return { origin, root, includeDirs, libDir, version: headerVersion(includeDirs) ?? "unknown", cxx11Abi, cuda, cudaInclude };
+  const nvcc = cudaInclude ? findNvcc(cudaInclude) : undefined;
+  return { origin, root, includeDirs, libDir, version: headerVersion(includeDirs) ?? "unknown", cxx11Abi, cuda, cudaInclude, nvcc };
+}
+
+/** nvcc next to the CUDA headers, else on PATH; undefined when the kernels are not wanted. */
+function findNvcc(cudaInclude: string): string | undefined {
+  if (process.env.VAGEN_CUDA_KERNELS === "0") return undefined;
+  const beside = join(cudaInclude, "..", "bin", "nvcc");
+  if (existsSync(beside)) return beside;
+  return Bun.which("nvcc") ?? undefined;
 }
 
 function findCudaInclude(): string | undefined {
@@ -101,6 +117,7 @@ function fromPython(): Libtorch | undefined {
   found.version = info.version;
   found.cxx11Abi = info.abi;
   found.cuda = info.cuda !== null && found.cuda;
+  if (!found.cuda) found.nvcc = undefined;
   if (found.cuda && !found.cudaInclude) {
     fail(
       `python3's torch ${info.version} has CUDA ${info.cuda}, but the CUDA headers were not found`,
@@ -155,7 +172,24 @@ function compileFlags(lt: Libtorch): string[] {
     `-I${join(ROOT, "ffi")}`,
   ];
   if (lt.cuda) flags.push("-DVAGEN_WITH_CUDA=1", `-I${lt.cudaInclude}`);
+  if (lt.nvcc) flags.push("-DVAGEN_WITH_CUDA_KERNELS=1");
   return flags;
+}
+
+/** nvcc flags for ffi/*.cu: standalone CUDA (no libtorch headers), position independent. */
+function cudaFlags(): string[] {
+  const archs = (process.env.VAGEN_CUDA_ARCHS ?? "80;90").split(/[;,]/).filter(Boolean);
+  const last = archs[archs.length - 1]!;
+  return [
+    "-std=c++17",
+    "-O3",
+    "-Xcompiler=-fPIC",
+    "-DNDEBUG",
+    ...archs.map((a) => `-gencode=arch=compute_${a},code=sm_${a}`),
+    // PTX of the newest architecture, so later GPUs compile the kernels at load time.
+    `-gencode=arch=compute_${last},code=compute_${last}`,
+    `-I${join(ROOT, "ffi")}`,
+  ];
 }
 
 function linkFlags(lt: Libtorch): string[] {
@@ -163,18 +197,26 @@ function linkFlags(lt: Libtorch): string[] {
   // --no-as-needed: nothing in the shim may reference libtorch_cuda directly, but it
   // must still be loaded so the CUDA kernels register with the dispatcher.
   if (lt.cuda) libs.push("-Wl,--no-as-needed", "-ltorch_cuda", "-lc10_cuda", "-ltorch", "-Wl,--as-needed");
-  return [`-L${lt.libDir}`, `-Wl,-rpath,${lt.libDir}`, ...libs];
+  // The static CUDA runtime's symbols stay private to the shim (--exclude-libs), so they
+  // never interpose on libtorch's own libcudart.
+  const kernels = lt.nvcc
+    ? [`-L${join(lt.cudaInclude!, "..", "lib64")}`, "-Wl,--exclude-libs,libcudart_static.a", "-lcudart_static", "-ldl", "-lrt", "-lpthread"]
+    : [];
+  return [`-L${lt.libDir}`, `-Wl,-rpath,${lt.libDir}`, ...libs, ...kernels];
 }
 
-async function compileObject(src: string, flags: string[], headerHash: string): Promise<{ obj: string; rebuilt: boolean }> {
-  const name = relative(join(ROOT, "ffi"), src).replace(/[\\/]/g, "_").replace(/\.cpp$/, "");
-  const obj = join(OBJ, `${name}.o`);
+function objectName(src: string): string {
+  return relative(join(ROOT, "ffi"), src).replace(/[\\/]/g, "_").replace(/\.(cpp|cu)$/, (ext) => (ext === ".cu" ? "_cu" : ""));
+}
+
+/** compiler: the C++ compiler (with its flags) or nvcc (with its flags), ending before -c. */
+async function compileObject(src: string, compiler: string[], headerHash: string): Promise<{ obj: string; rebuilt: boolean }> {
+  const obj = join(OBJ, `${objectName(src)}.o`);
   const stamp = `${obj}.hash`;
-  const hash = sha(readFileSync(src), headerHash, flags.join(" "));
+  const hash = sha(readFileSync(src), headerHash, compiler.join(" "));
   if (existsSync(obj) && existsSync(stamp) && readFileSync(stamp, "utf8") === hash) return { obj, rebuilt: false };
-  const cxx = process.env.CXX ?? "g++";
   const started = performance.now();
-  const proc = Bun.spawn([cxx, ...flags, "-c", src, "-o", `${obj}.tmp`], { stdout: "inherit", stderr: "pipe" });
+  const proc = Bun.spawn([...compiler, "-c", src, "-o", `${obj}.tmp`], { stdout: "inherit", stderr: "pipe" });
   const err = await new Response(proc.stderr).text();
   if ((await proc.exited) !== 0) {
     process.stderr.write(err);
@@ -206,13 +248,17 @@ export async function buildShim(force = false): Promise<Libtorch> {
   mkdirSync(OBJ, { recursive: true });
   const ffiDir = join(ROOT, "ffi");
   const files = readdirSync(ffiDir).sort();
-  const sources = files.filter((f) => f.endsWith(".cpp")).map((f) => join(ffiDir, f));
-  if (sources.length === 0) fail("ffi/ has no .cpp files");
+  const cppSources = files.filter((f) => f.endsWith(".cpp")).map((f) => join(ffiDir, f));
+  if (cppSources.length === 0) fail("ffi/ has no .cpp files");
+  const cuSources = lt.nvcc ? files.filter((f) => f.endsWith(".cu")).map((f) => join(ffiDir, f)) : [];
+  if (lt.cuda) log(lt.nvcc ? `fused CUDA kernels with ${lt.nvcc}` : "no nvcc found (or VAGEN_CUDA_KERNELS=0): building without the fused CUDA kernels");
   const headerHash = sha(...files.filter((f) => /\.(h|hpp|inc)$/.test(f)).map((f) => readFileSync(join(ffiDir, f))));
-  const flags = compileFlags(lt);
-  if (force) for (const s of sources) writeFileSync(join(OBJ, `${relative(ffiDir, s).replace(/\.cpp$/, "")}.o.hash`), "");
+  const cxx = [process.env.CXX ?? "g++", ...compileFlags(lt)];
+  const nvcc = lt.nvcc ? [lt.nvcc, ...cudaFlags()] : [];
+  const sources = [...cuSources, ...cppSources];
+  if (force) for (const s of sources) writeFileSync(join(OBJ, `${objectName(s)}.o.hash`), "");
   const jobs = Math.max(1, Number(process.env.VAGEN_BUILD_JOBS) || cpus().length);
-  const objects = await pool(sources.map((s) => () => compileObject(s, flags, headerHash)), jobs);
+  const objects = await pool(sources.map((s) => () => compileObject(s, s.endsWith(".cu") ? nvcc : cxx, headerHash)), jobs);
   const linkStamp = `${SHIM}.hash`;
   const linkHash = sha(objects.map((o) => readFileSync(`${o.obj}.hash`, "utf8")).join(","), linkFlags(lt).join(" "));
   const anyRebuilt = objects.some((o) => o.rebuilt);
@@ -220,8 +266,7 @@ export async function buildShim(force = false): Promise<Libtorch> {
     log("shim up to date");
     return lt;
   }
-  const cxx = process.env.CXX ?? "g++";
-  const link = run([cxx, "-shared", "-o", `${SHIM}.tmp`, ...objects.map((o) => o.obj), ...linkFlags(lt)]);
+  const link = run([cxx[0]!, "-shared", "-o", `${SHIM}.tmp`, ...objects.map((o) => o.obj), ...linkFlags(lt)]);
   if (!link.ok) fail("linking the shim failed");
   renameSync(`${SHIM}.tmp`, SHIM);
   writeFileSync(linkStamp, linkHash);

@@ -35,6 +35,8 @@ const { values: args } = parseArgs({
     "episode-prompt": { type: "string", default: "512" },
     /** "math" where libtorch's fused attention kernels are unusable. */
     attention: { type: "string", default: "fused" },
+    /** "off" runs the composite libtorch ops instead of vagen's fused CUDA kernels. */
+    "fused-kernels": { type: "string", default: "on" },
   },
 });
 if (!args.model) throw new Error("--model DIR is required");
@@ -200,8 +202,9 @@ async function benchEpisodes(engine: Engine, episodes: number, turns: number, re
 }
 
 async function main() {
+  torch.F.fusedKernels(args["fused-kernels"] !== "off");
   const info = torch.torchInfo();
-  log(`torch ${info.torchVersion}, cuda devices ${info.cudaDevices}, fused attention ${info.fusedAttention}`);
+  log(`torch ${info.torchVersion}, cuda devices ${info.cudaDevices}, fused attention ${info.fusedAttention}, fused kernels ${info.fusedKernels}`);
   const tLoad = now();
   const loaded = loadEngine(args.model!, { device: DEVICE, dtype: ON_CUDA ? "bf16" : "f32", max_seq_len: 2048, kv_cache_gib: Number(args["kv-gib"]), max_slots: 320, max_prefill_tokens: 8192, attention: args.attention as "fused" | "math" });
   const loadSeconds = (now() - tLoad) / 1000;
@@ -249,6 +252,7 @@ async function main() {
   const result = {
     torch: info.torchVersion,
     attention: args.attention,
+    fusedKernels: info.fusedKernels,
     gpu: ON_CUDA ? torch.cuda.getDeviceProperties(0).name : "cpu",
     loadSeconds,
     kvCache: plan,

@@ -22,29 +22,8 @@
 
 #ifdef VAGEN_WITH_CUDA
 #include <dlfcn.h>
-#include <glob.h>
 
 namespace {
-// cuDNN's runtime-compiled engines dlopen NVRTC by soname. Python's torch package
-// preloads it from the nvidia-* wheels on import; a plain process would not find it
-// there, and cuDNN then calls through a null pointer. Loading it once here (RTLD_LOCAL:
-// nothing is interposed) lets the loader match cuDNN's later dlopen by soname.
-void preload(const std::string& pattern) {
-  glob_t found;
-  if (::glob(pattern.c_str(), 0, nullptr, &found) == 0) {
-    for (size_t i = 0; i < found.gl_pathc; i++) ::dlopen(found.gl_pathv[i], RTLD_NOW | RTLD_LOCAL);
-  }
-  ::globfree(&found);
-}
-
-[[maybe_unused]] const bool nvrtc_preloaded = [] {
-#ifdef VAGEN_LIBTORCH_ROOT
-  preload(std::string(VAGEN_LIBTORCH_ROOT) + "/../nvidia/*/lib/libnvrtc.so.*");
-  preload(std::string(VAGEN_LIBTORCH_ROOT) + "/../nvidia/*/lib/libnvrtc-builtins.so.*");
-#endif
-  return true;
-}();
-
 // libtorch initialises CUDA (and the caching allocator's per-device state) lazily, on
 // the first CUDA tensor. Statistics calls before that fail with "Invalid device
 // argument", so they create one tiny tensor first.
@@ -362,4 +341,38 @@ VT_API void vt_cuda_graph_free(void* graph) {
 #else
   (void)graph;
 #endif
+}
+
+// cuDNN switches (PyTorch's torch.backends.cudnn.enabled / benchmark / deterministic):
+// each of enabled, benchmark, deterministic is 0 or 1 to set, -1 to leave. out: the
+// three states afterwards.
+VT_API int32_t vt_cudnn_flags(int32_t enabled, int32_t benchmark, int32_t deterministic, double* out) {
+  VT_TRY
+  auto& ctx = at::globalContext();
+  if (enabled >= 0) ctx.setUserEnabledCuDNN(enabled != 0);
+  if (benchmark >= 0) ctx.setBenchmarkCuDNN(benchmark != 0);
+  if (deterministic >= 0) ctx.setDeterministicCuDNN(deterministic != 0);
+  out[0] = ctx.userEnabledCuDNN() ? 1 : 0;
+  out[1] = ctx.benchmarkCuDNN() ? 1 : 0;
+  out[2] = ctx.deterministicCuDNN() ? 1 : 0;
+  VT_CATCH
+}
+
+// Starts (1) or stops (0) the CUDA profiler's collection, for tools that attach with
+// collection off (ncu --profile-from-start off, nsys --capture-range=cudaProfilerApi).
+// Looked up in the driver at run time, so the shim needs no extra link dependency.
+VT_API int32_t vt_cuda_profiler(int32_t start) {
+  VT_TRY
+#ifdef VAGEN_WITH_CUDA
+  using Fn = int (*)();
+  static void* driver = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  TORCH_CHECK(driver != nullptr, "the CUDA driver is not loaded (no CUDA tensor yet?)");
+  auto fn = reinterpret_cast<Fn>(::dlsym(driver, start != 0 ? "cuProfilerStart" : "cuProfilerStop"));
+  TORCH_CHECK(fn != nullptr, "the CUDA driver has no profiler entry points");
+  TORCH_CHECK(fn() == 0, "cuProfilerStart/Stop failed");
+#else
+  (void)start;
+  VT_NO_CUDA();
+#endif
+  VT_CATCH
 }

@@ -24,21 +24,6 @@ VT_API int32_t vt_layer_norm(void* x, const double* shape, int32_t ndim, void* w
   VT_CATCH
 }
 
-// RMSNorm with the semantics of Hugging Face's Qwen2/LLaMA implementation: normalise in
-// float32 (half-precision inputs are upcast; float64 stays float64), cast back, then
-// scale by the weight. Matching it exactly matters because checkpoints were trained
-// with it.
-VT_API int32_t vt_rms_norm(void* xh, void* wh, double eps, double* out) {
-  VT_TRY
-  const at::Tensor& x = T(xh);
-  at::Tensor h = x.scalar_type() == at::kDouble ? x : x.to(at::kFloat);
-  at::Tensor variance = h.pow(2).mean(-1, /*keepdim=*/true);
-  h = (h * at::rsqrt(variance + eps)).to(x.scalar_type());
-  if (wh != nullptr) h = T(wh) * h;
-  out[0] = vt::wrap(std::move(h));
-  VT_CATCH
-}
-
 VT_API int32_t vt_group_norm(void* x, int64_t groups, void* w, void* b, double eps, double* out) {
   VT_TRY
   out[0] = vt::wrap(at::group_norm(T(x), groups, vt::opt(w), vt::opt(b), eps));

@@ -110,10 +110,13 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--prefill-batch", type=int, default=8)
     ap.add_argument("--prefill-len", type=int, default=1024)
+    ap.add_argument("--save-only", action="store_true", help="write the model directory, time nothing")
     args = ap.parse_args()
 
     os.makedirs(args.out, exist_ok=True)
     model, params = build_model(args.out)
+    if args.save_only:
+        return
     results = {
         "transformers": transformers.__version__,
         "torch": torch.__version__,

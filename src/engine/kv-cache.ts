@@ -184,7 +184,7 @@ export function causalWindowMask(qpos: Tensor, window: number): Tensor {
 
 class StepAttention implements AttentionBackend {
   private readonly groups: number;
-  /** The mask with each KV head's query group folded into the query axis. */
+  /** The mask with each KV head's query group folded into the query axis, additive. */
   private readonly foldedMask: Tensor | undefined;
 
   constructor(
@@ -195,7 +195,10 @@ class StepAttention implements AttentionBackend {
     this.groups = spec.numHeads / spec.numKvHeads;
     const { B, T, window, mask } = at;
     // Decode (T = 1) broadcasts the (B, 1, 1, window) mask over the group axis as is.
-    this.foldedMask = mask && T > 1 && this.groups > 1 ? mask.expand(B, this.groups, T, window).reshape(B, 1, this.groups * T, window) : mask;
+    const folded = mask && T > 1 && this.groups > 1 ? mask.expand(B, this.groups, T, window).reshape(B, 1, this.groups * T, window) : mask;
+    // Additive (0 / -inf) in the compute dtype, made once per step: given a boolean mask,
+    // SDPA would convert it again in every layer.
+    this.foldedMask = folded && torch.zeros(folded.shape, { dtype: spec.dtype, device: spec.device }).maskedFill(folded.logicalNot(), -Infinity);
   }
 
   attend(layer: number, q: Tensor, k: Tensor, v: Tensor): Tensor {

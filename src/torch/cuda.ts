@@ -94,6 +94,33 @@ export function manualSeedAll(seed: number): void {
   check(S.vt_cuda_manual_seed_all(seed));
 }
 
+export interface CudnnFlags {
+  enabled: boolean;
+  /** Let cuDNN time its algorithms per shape and keep the fastest. */
+  benchmark: boolean;
+  deterministic: boolean;
+}
+
+/**
+ * Reads, and with `set` changes, libtorch's cuDNN switches (PyTorch's
+ * torch.backends.cudnn). With cuDNN off, convolutions use libtorch's own kernels.
+ */
+export function cudnn(set: Partial<CudnnFlags> = {}): CudnnFlags {
+  loadTorch();
+  const flag = (v: boolean | undefined) => (v === undefined ? -1 : v ? 1 : 0);
+  check(S.vt_cudnn_flags(flag(set.enabled), flag(set.benchmark), flag(set.deterministic), OUT_PTR));
+  return { enabled: OUT[0] === 1, benchmark: OUT[1] === 1, deterministic: OUT[2] === 1 };
+}
+
+/**
+ * Turns the CUDA profiler's collection on or off, so a profiler started with collection
+ * off (`ncu --profile-from-start off`) sees only the region between the two calls.
+ */
+export function profiler(collect: boolean): void {
+  loadTorch();
+  check(S.vt_cuda_profiler(collect ? 1 : 0));
+}
+
 /** A CUDA stream. `Stream.current()` is the stream ops are queued on now. */
 export class Stream {
   /** @internal */ _h: number;

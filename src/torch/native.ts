@@ -77,7 +77,6 @@ const SYMBOLS = {
   vt_linear: { args: [p, p, p, p], returns: i32 },
   vt_embedding: { args: [p, p, i64, p], returns: i32 },
   vt_layer_norm: { args: [p, p, i32, p, p, f64, p], returns: i32 },
-  vt_rms_norm: { args: [p, p, f64, p], returns: i32 },
   vt_group_norm: { args: [p, i64, p, p, f64, p], returns: i32 },
   vt_conv: { args: [p, p, p, p, p, p, i32, i64, p], returns: i32 },
   vt_dropout: { args: [p, f64, i32, p], returns: i32 },
@@ -87,6 +86,13 @@ const SYMBOLS = {
   vt_sdp_backends: { args: [i32, i32, i32, i32, p], returns: i32 },
   vt_pad: { args: [p, p, i32, i32, f64, p], returns: i32 },
   vt_interpolate: { args: [p, i64, i64, i32, i32, p], returns: i32 },
+  // fused.cpp
+  vt_rms_norm: { args: [p, p, f64, p], returns: i32 },
+  vt_add_rms_norm: { args: [p, p, p, f64, p], returns: i32 },
+  vt_rotary: { args: [p, p, p, p, p], returns: i32 },
+  vt_silu_mul: { args: [p, p, p], returns: i32 },
+  vt_fused_kernels: { args: [], returns: i32 },
+  vt_set_fused_kernels: { args: [i32], returns: "void" },
   // autograd.cpp
   vt_requires_grad_: { args: [p, i32], returns: i32 },
   vt_autograd_meta: { args: [p, p], returns: i32 },
@@ -138,6 +144,8 @@ const SYMBOLS = {
   vt_cuda_graph_end: { args: [p], returns: i32 },
   vt_cuda_graph_replay: { args: [p], returns: i32 },
   vt_cuda_graph_free: { args: [p], returns: "void" },
+  vt_cudnn_flags: { args: [i32, i32, i32, p], returns: i32 },
+  vt_cuda_profiler: { args: [i32], returns: i32 },
 } as const;
 
 function open(path: string) {
@@ -189,6 +197,8 @@ export interface TorchInfo {
   threads: number;
   /** Whether scaled_dot_product_attention uses libtorch's fused kernels. */
   fusedAttention: boolean;
+  /** Whether the shim has vagen's own fused CUDA kernels (and they are enabled). */
+  fusedKernels: boolean;
 }
 
 function resolveShimPath(): string {
@@ -230,13 +240,14 @@ export function loadTorch(): Shim {
     }
     S = lib.symbols as unknown as Shim;
     OPS = readOpTable(String(S.vt_op_table()));
-    // libtorch's cuDNN attention backend compiles kernels at run time through NVRTC,
-    // which it dlopens; PyTorch's Python package preloads that library, a plain process
-    // does not, and the first cuDNN attention call then jumps through a null pointer
-    // (seen with torch 2.11 on an H200). Flash and memory-efficient attention cover the
-    // same inputs, so cuDNN attention starts disabled; F.sdpBackends({cudnn: true})
-    // turns it back on where the library is loadable.
+    // cuDNN crashes inside the process on CUDA (torch 2.11 + cu130 on an H200): its
+    // attention engines (bf16) and its convolutions (every dtype, from the first call)
+    // call through a null function pointer, while the same calls work from Python. So
+    // vagen starts with cuDNN off: SDPA uses the flash and memory-efficient kernels and
+    // convolutions use libtorch's own CUDA kernels. torch.cuda.cudnn({ enabled: true })
+    // and F.sdpBackends({ cudnn: true }) turn it back on. No effect on CPU builds.
     check(S.vt_sdp_backends(-1, -1, 0, -1, OUT_PTR));
+    if (S.vt_has_cuda_build() === 1) check(S.vt_cudnn_flags(0, -1, -1, OUT_PTR));
     loadedPath = path;
     return S;
   } catch (err) {
@@ -255,6 +266,7 @@ export function torchInfo(): TorchInfo {
     cudaDevices: S.vt_cuda_device_count(),
     threads: S.vt_num_threads(),
     fusedAttention: S.vt_has_fused_sdpa() === 1,
+    fusedKernels: S.vt_fused_kernels() === 1,
   };
 }
 

@@ -26,6 +26,46 @@ export function rmsNorm(x: Tensor, weight: Tensor | undefined, eps = 1e-6): Tens
   return result(S.vt_rms_norm(x._h, handle(weight), eps, OUT_PTR));
 }
 
+/**
+ * The residual add that closes one block and the RMSNorm that opens the next:
+ * `sum = x + residual`, `normed = rmsNorm(sum, weight, eps)`. One kernel on CUDA when
+ * nothing needs gradients (see fusedKernels); two ops otherwise, same values.
+ */
+export function addRmsNorm(x: Tensor, residual: Tensor, weight: Tensor | undefined, eps = 1e-6): { sum: Tensor; normed: Tensor } {
+  check(S.vt_add_rms_norm(x._h, residual._h, handle(weight), eps, OUT_PTR));
+  return { sum: new Tensor(OUT[0]!), normed: new Tensor(OUT[1]!) };
+}
+
+/**
+ * Rotate-half rotary position embedding (Qwen2 / LLaMA / GPT-NeoX layout) of queries and
+ * keys in one call: `x * cos + rotateHalf(x) * sin` with rotateHalf(x1, x2) = (-x2, x1).
+ *   q:        (..., qHeads, headDim)
+ *   k:        (..., kHeads, headDim)
+ *   cos, sin: (..., headDim), the leading dims of q and k, broadcast over heads
+ * Each product and the sum round to the input dtype, as the composite ops do.
+ */
+export function rotary(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor): [Tensor, Tensor] {
+  check(S.vt_rotary(q._h, k._h, cos._h, sin._h, OUT_PTR));
+  return [new Tensor(OUT[0]!), new Tensor(OUT[1]!)];
+}
+
+/** silu(gate) * up, the gated MLP's activation (one kernel on CUDA without gradients). */
+export function siluMul(gate: Tensor, up: Tensor): Tensor {
+  return result(S.vt_silu_mul(gate._h, up._h, OUT_PTR));
+}
+
+/**
+ * vagen's fused CUDA kernels (RMSNorm, add + RMSNorm, rotary, silu * up) replace
+ * composites of several libtorch ops when the inputs are contiguous CUDA tensors and no
+ * gradient is needed. `fusedKernels()` says whether this build has them and they are on;
+ * `fusedKernels(false)` forces the composite ops (for comparisons and benchmarks).
+ */
+export function fusedKernels(enabled?: boolean): boolean {
+  loadTorch();
+  if (enabled !== undefined) S.vt_set_fused_kernels(enabled ? 1 : 0);
+  return S.vt_fused_kernels() === 1;
+}
+
 /** Layer normalisation over the trailing `normalizedShape` dims. */
 export function layerNorm(x: Tensor, normalizedShape: readonly number[], weight?: Tensor, bias?: Tensor, eps = 1e-5): Tensor {
   const n = putList(normalizedShape);

@@ -14,3 +14,21 @@ describe("CUDA API without a GPU", () => {
     }
   });
 });
+
+describe("backend switches", () => {
+  test("cuDNN flags read back what was set and restore", () => {
+    const before = torch.cuda.cudnn();
+    expect(torch.cuda.cudnn({ benchmark: !before.benchmark }).benchmark).toBe(!before.benchmark);
+    expect(torch.cuda.cudnn().enabled).toBe(before.enabled);
+    expect(torch.cuda.cudnn(before)).toEqual(before);
+  });
+
+  test("fused kernels exist only in CUDA builds with nvcc, and can be switched off", () => {
+    const on = torch.F.fusedKernels();
+    expect(torch.torchInfo().fusedKernels).toBe(on);
+    if (!torch.torchInfo().cudaBuild) expect(on).toBe(false);
+    expect(torch.F.fusedKernels(false)).toBe(false);
+    torch.F.fusedKernels(true);
+    expect(torch.F.fusedKernels()).toBe(on);
+  });
+});

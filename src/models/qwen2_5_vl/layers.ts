@@ -23,5 +23,5 @@ export function rotateHalf(x: Tensor): Tensor {
 export function gatedMlp(x: Tensor, weights: Weights, prefix: string): Tensor {
   const lin = (input: Tensor, name: string) =>
     F.linear(input, weights.get(`${prefix}.${name}.weight`)!, weights.get(`${prefix}.${name}.bias`));
-  return lin(F.silu(lin(x, "gate_proj")).mul(lin(x, "up_proj")), "down_proj");
+  return lin(F.siluMul(lin(x, "gate_proj"), lin(x, "up_proj")), "down_proj");
 }

@@ -14,7 +14,7 @@ import { F, type Tensor } from "../../torch/index.ts";
 import type { KVCache } from "../kv_cache.ts";
 import type { Weights } from "../weights.ts";
 import type { Qwen25VLTextConfig } from "./config.ts";
-import { gatedMlp, rmsNorm, rotateHalf } from "./layers.ts";
+import { gatedMlp, rmsNorm } from "./layers.ts";
 
 export interface DecoderInput {
   /** (B, T, hidden) input embeddings. */
@@ -75,20 +75,27 @@ export class Qwen25TextModel {
     const [cos, sin] = torch.tidy(() => this.rotaryCosSin(positionIds, inputsEmbeds.dtype));
     const mask = attention ? undefined : torch.tidy(() => decoderMask(attentionMask, B, T, past, device));
 
-    let h = inputsEmbeds;
+    // The residual stream and its normed copy travel together: each residual add is fused
+    // with the RMSNorm after it (the next sub-block's, or the final norm).
+    const norm = (i: number, which: "input_layernorm" | "post_attention_layernorm") =>
+      i < c.numLayers ? this.w(`model.layers.${i}.${which}.weight`) : this.w("model.norm.weight");
+    let residual = inputsEmbeds;
+    let normed = rmsNorm(inputsEmbeds, norm(0, "input_layernorm"), c.rmsNormEps);
     for (let i = 0; i < c.numLayers; i++) {
-      const layerIn = h;
-      h = torch.tidy(() => {
-        const p = `model.layers.${i}`;
-        const a = layerIn.add(this.attention(i, rmsNorm(layerIn, this.w(`${p}.input_layernorm.weight`), c.rmsNormEps), cos, sin, { mask, kvCache, hook: attention }));
-        return a.add(gatedMlp(rmsNorm(a, this.w(`${p}.post_attention_layernorm.weight`), c.rmsNormEps), this.weights, `${p}.mlp`));
-      });
-      // Each layer's output is only the next layer's input: free its handle now (autograd
+      const layerIn = { residual, normed };
+      ({ sum: residual, normed } = torch.tidy(() => {
+        const attn = this.attention(i, layerIn.normed, cos, sin, { mask, kvCache, hook: attention });
+        const mid = F.addRmsNorm(attn, layerIn.residual, norm(i, "post_attention_layernorm"), c.rmsNormEps);
+        const mlp = gatedMlp(mid.normed, this.weights, `model.layers.${i}.mlp`);
+        return F.addRmsNorm(mlp, mid.sum, norm(i + 1, "input_layernorm"), c.rmsNormEps);
+      }));
+      // Each layer's output is only the next layer's input: free its handles now (autograd
       // keeps what backward needs on the libtorch side).
-      if (layerIn !== inputsEmbeds) layerIn.dispose();
+      if (layerIn.residual !== inputsEmbeds) layerIn.residual.dispose();
+      layerIn.normed.dispose();
     }
-    const out = rmsNorm(h, this.w("model.norm.weight"), c.rmsNormEps);
-    if (h !== inputsEmbeds) h.dispose();
+    if (residual !== inputsEmbeds) residual.dispose();
+    const out = normed;
     cos.dispose();
     sin.dispose();
     mask?.dispose();
@@ -102,9 +109,9 @@ export class Qwen25TextModel {
   }
 
   /**
-   * cos/sin (B, 1, T, headDim) in the compute dtype, shaped to broadcast over the heads
-   * axis of q and k (once per forward, not per layer). Each frequency pair takes its angle
-   * from the temporal, height or width position according to mrope_section.
+   * cos/sin (B, T, headDim) in the compute dtype (once per forward, not per layer). Each
+   * frequency pair takes its angle from the temporal, height or width position according
+   * to mrope_section.
    */
   private rotaryCosSin(positionIds: Tensor, dtype: Tensor["dtype"]): [Tensor, Tensor] {
     const c = this.config;
@@ -118,7 +125,7 @@ export class Qwen25TextModel {
       [freqs.select(0, 0).narrow(-1, 0, s0), freqs.select(0, 1).narrow(-1, s0, s1), freqs.select(0, 2).narrow(-1, s0 + s1, s2)],
       -1,
     );
-    const emb = torch.cat([picked, picked], -1).unsqueeze(1);
+    const emb = torch.cat([picked, picked], -1);
     return [emb.cos().to(dtype), emb.sin().to(dtype)];
   }
 
@@ -132,12 +139,13 @@ export class Qwen25TextModel {
     const c = this.config;
     const p = `model.layers.${layer}.self_attn`;
     const [B, T] = x.shape as [number, number, number];
+    // (B, T, heads, headDim): rotary works on this layout; attention sees (B, heads, T, headDim) views.
     const proj = (name: string, heads: number) =>
-      F.linear(x, this.w(`${p}.${name}.weight`), this.w(`${p}.${name}.bias`)).reshape([B, T, heads, c.headDim]).transpose(1, 2);
-    const rope = (t: Tensor) => t.mul(cos).add(rotateHalf(t).mul(sin));
-    const q = rope(proj("q_proj", c.numHeads));
-    let k = rope(proj("k_proj", c.numKvHeads));
-    let v = proj("v_proj", c.numKvHeads);
+      F.linear(x, this.w(`${p}.${name}.weight`), this.w(`${p}.${name}.bias`)).view(B, T, heads, c.headDim);
+    const [qr, kr] = F.rotary(proj("q_proj", c.numHeads), proj("k_proj", c.numKvHeads), cos, sin);
+    const q = qr.transpose(1, 2);
+    let k = kr.transpose(1, 2);
+    let v = proj("v_proj", c.numKvHeads).transpose(1, 2);
     let out: Tensor;
     if (how.hook) {
       out = how.hook.attend(layer, q, k, v);

@@ -77,6 +77,66 @@ export function nnSuite(device: string): void {
       });
     });
 
+    test("fused decoder steps: addRmsNorm, rotary and siluMul match hand-computed values", () => {
+      torch.tidy(() => {
+        const { sum, normed } = F.addRmsNorm(T([1, 2], [1, 2]), T([0, 2], [1, 2]), T([2, 3], [2]), 1e-6);
+        const r = Math.sqrt(17 / 2 + 1e-6);
+        expect(values(sum)).toEqual([1, 4]);
+        expectClose(values(normed), [2 / r, 12 / r]);
+        // One token, q with 2 heads, k with 1 head, headDim 4.
+        const cos = T([0.5, 0.25, 1, -1], [1, 4]);
+        const sin = T([1, 2, -0.5, 0.75], [1, 4]);
+        const [q, k] = F.rotary(T([1, 2, 3, 4, 0, 1, 0, 1], [1, 2, 4]), T([2, 0, 0, 2], [1, 1, 4]), cos, sin);
+        // out[d] = x[d] cos[d] + rotateHalf(x)[d] sin[d], rotateHalf(x1, x2) = (-x2, x1)
+        expect(values(q)).toEqual([1 * 0.5 - 3 * 1, 2 * 0.25 - 4 * 2, 3 * 1 + 1 * -0.5, 4 * -1 + 2 * 0.75, 0 - 0, 0.25 - 2, 0 + 0, -1 + 0.75]);
+        expect(values(k)).toEqual([1 - 0, 0 - 4, 0 - 1, -2 + 0]);
+        expectClose(values(F.siluMul(T([1, -1], [2]), T([2, 3], [2]))), [2 * 0.7310585786, 3 * -0.2689414214]);
+        expect(() => F.rotary(T([1, 2, 3], [1, 1, 3]), T([1, 2, 3], [1, 1, 3]), T([1, 1, 1], [1, 3]), T([1, 1, 1], [1, 3]))).toThrow("even");
+        expect(() => F.addRmsNorm(T([1, 2], [1, 2]), T([1], [1, 1]), undefined)).toThrow("same shape");
+      });
+    });
+
+    test("fused decoder steps equal their composites in every dtype, and stay differentiable", () => {
+      const g = new torch.Generator({ seed: 11, device });
+      torch.tidy(() => {
+        const randn = (shape: number[], dtype: torch.DType) => torch.randn(shape, { generator: g, device }).to(dtype);
+        // libtorch 1.13's CPU kernels have no float16 silu.
+        const dtypes: torch.DType[] = device === "cpu" ? ["f32", "bf16"] : ["f32", "bf16", "f16"];
+        for (const dtype of dtypes) {
+          const x = randn([3, 5, 64], dtype);
+          const res = randn([3, 5, 64], dtype);
+          const w = randn([64], dtype);
+          const q = randn([3, 5, 4, 32], dtype);
+          const k = randn([3, 5, 2, 32], dtype);
+          const ang = randn([3, 5, 32], "f32");
+          const [c, s] = [ang.cos().to(dtype), ang.sin().to(dtype)];
+          const run = () =>
+            torch.noGrad(() => {
+              const n = F.addRmsNorm(x, res, w, 1e-6);
+              return [F.rmsNorm(x, w, 1e-6), n.sum, n.normed, ...F.rotary(q, k, c, s), F.siluMul(x, res)].map((t) => values(t.float()));
+            });
+          const fused = run();
+          const wasOn = F.fusedKernels();
+          F.fusedKernels(false);
+          const composite = run();
+          F.fusedKernels(wasOn);
+          // Only RMSNorm's float32 sum may differ in order: at most one rounding step apart.
+          const tol = dtype === "f32" ? 1e-5 : dtype === "bf16" ? 1e-2 : 2e-3;
+          fused.forEach((f, i) => expectClose(f, composite[i]!, i === 0 || i === 2 ? tol : 1e-6, i === 0 || i === 2 ? tol : 0));
+        }
+        // With gradients the composite path runs: d(sum of silu(a) * b)/db = silu(a).
+        const a = T([0.5, -2], [2]);
+        const b = T([1, 1], [2]).requiresGrad_();
+        F.siluMul(a, b).sum().backward();
+        expectClose(values(b.grad!), values(F.silu(a)));
+        const q = T([1, 2, 3, 4], [1, 1, 4]).requiresGrad_();
+        const [qr] = F.rotary(q, T([0, 0, 0, 0], [1, 1, 4]), T([1, 1, 1, 1], [1, 4]), T([0, 0, 0, 0], [1, 4]));
+        qr.sum().backward();
+        expect(values(q.grad!)).toEqual([1, 1, 1, 1]);
+      });
+      g.dispose();
+    });
+
     test("conv2d and conv3d match direct loops", () => {
       torch.tidy(() => {
         const x = torch.arange(9, undefined, undefined, { device }).float().reshape(1, 1, 3, 3);

@@ -1,0 +1,209 @@
+// Fused decoder steps: RMSNorm (optionally with the residual add before it), rotary
+// embedding of q and k, and silu(gate) * up.
+//
+// Each entry has two paths with the same semantics:
+//   * composite: libtorch ops, differentiable, on every device and libtorch version;
+//   * fused: one of vagen's CUDA kernels (ffi/kernels.cu), used on CUDA when nothing
+//     needs gradients (serving, rollouts, evaluation) and the inputs are contiguous
+//     float32/bf16/fp16. A decode step of a 36-layer model launches a few hundred fewer
+//     kernels this way, which is most of its time at small and medium batch sizes.
+// vt_set_fused_kernels(0) forces the composite path (for A/B checks and benchmarks).
+#include "shim.h"
+
+#ifdef VAGEN_WITH_CUDA_KERNELS
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "kernels.h"
+#endif
+
+using vt::T;
+
+namespace {
+
+std::atomic<bool> fused_enabled{true};
+
+bool needs_grad(std::initializer_list<const at::Tensor*> tensors) {
+  if (!c10::GradMode::is_enabled()) return false;
+  for (const at::Tensor* t : tensors)
+    if (t != nullptr && t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+#ifdef VAGEN_WITH_CUDA_KERNELS
+bool kernel_dtype(at::ScalarType s, vt::kernels::Dtype* out) {
+  switch (s) {
+    case at::kFloat:
+      *out = vt::kernels::Dtype::F32;
+      return true;
+    case at::kBFloat16:
+      *out = vt::kernels::Dtype::BF16;
+      return true;
+    case at::kHalf:
+      *out = vt::kernels::Dtype::F16;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The fused path applies when every tensor is a contiguous CUDA tensor of the first
+// one's dtype and device, and nothing needs gradients.
+bool use_kernel(std::initializer_list<const at::Tensor*> tensors, vt::kernels::Dtype* dtype) {
+  if (!fused_enabled.load(std::memory_order_relaxed) || needs_grad(tensors)) return false;
+  const at::Tensor* first = *tensors.begin();
+  if (!first->is_cuda() || !kernel_dtype(first->scalar_type(), dtype)) return false;
+  for (const at::Tensor* t : tensors) {
+    if (t == nullptr || !t->defined()) continue;
+    if (t->device() != first->device() || t->scalar_type() != first->scalar_type() || !t->is_contiguous()) return false;
+  }
+  return true;
+}
+
+void* stream_of(const at::Tensor& t) { return at::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+
+void check(const char* err, const char* what) { TORCH_CHECK(err == nullptr, what, ": ", err); }
+#endif
+
+// Hugging Face's Qwen2/LLaMA RMSNorm: normalise in float32 (float64 stays float64), cast
+// back, then scale by the weight in the input dtype.
+at::Tensor rms_norm_composite(const at::Tensor& x, const at::Tensor* weight, double eps) {
+  at::Tensor h = x.scalar_type() == at::kDouble ? x : x.to(at::kFloat);
+  at::Tensor variance = h.pow(2).mean(-1, /*keepdim=*/true);
+  h = (h * at::rsqrt(variance + eps)).to(x.scalar_type());
+  return weight != nullptr ? *weight * h : h;
+}
+
+void check_norm_weight(const at::Tensor& x, const at::Tensor* weight) {
+  TORCH_CHECK(x.dim() >= 1, "rms_norm needs at least one dimension");
+  if (weight != nullptr) {
+    TORCH_CHECK(weight->dim() == 1 && weight->size(0) == x.size(-1), "rms_norm weight has shape ", weight->sizes(),
+                ", expected [", x.size(-1), "] (the last dimension of the input)");
+  }
+}
+
+}  // namespace
+
+VT_API void vt_set_fused_kernels(int32_t enabled) { fused_enabled.store(enabled != 0); }
+
+// 1 when this build has vagen's CUDA kernels (and they are enabled).
+VT_API int32_t vt_fused_kernels() {
+#ifdef VAGEN_WITH_CUDA_KERNELS
+  return fused_enabled.load() ? 1 : 0;
+#else
+  return 0;
+#endif
+}
+
+VT_API int32_t vt_rms_norm(void* xh, void* wh, double eps, double* out) {
+  VT_TRY
+  const at::Tensor& x = T(xh);
+  const at::Tensor* w = wh != nullptr ? &T(wh) : nullptr;
+  check_norm_weight(x, w);
+#ifdef VAGEN_WITH_CUDA_KERNELS
+  vt::kernels::Dtype dtype;
+  if (use_kernel({&x, w}, &dtype)) {
+    c10::cuda::CUDAGuard guard(x.device());
+    at::Tensor y = at::empty_like(x);
+    check(vt::kernels::add_rms_norm(dtype, x.data_ptr(), nullptr, w ? w->data_ptr() : nullptr, nullptr, y.data_ptr(),
+                                    x.numel() / x.size(-1), x.size(-1), static_cast<float>(eps), stream_of(x)),
+          "rms_norm kernel");
+    out[0] = vt::wrap(std::move(y));
+    return 0;
+  }
+#endif
+  out[0] = vt::wrap(rms_norm_composite(x, w, eps));
+  VT_CATCH
+}
+
+// s = x + residual, y = rms_norm(s) * weight: the residual add of one block and the norm
+// that opens the next. out: [s, y].
+VT_API int32_t vt_add_rms_norm(void* xh, void* rh, void* wh, double eps, double* out) {
+  VT_TRY
+  const at::Tensor& x = T(xh);
+  const at::Tensor& r = T(rh);
+  const at::Tensor* w = wh != nullptr ? &T(wh) : nullptr;
+  check_norm_weight(x, w);
+  TORCH_CHECK(x.sizes().equals(r.sizes()), "add_rms_norm: input ", x.sizes(), " and residual ", r.sizes(),
+              " must have the same shape");
+#ifdef VAGEN_WITH_CUDA_KERNELS
+  vt::kernels::Dtype dtype;
+  if (use_kernel({&x, &r, w}, &dtype)) {
+    c10::cuda::CUDAGuard guard(x.device());
+    at::Tensor s = at::empty_like(x);
+    at::Tensor y = at::empty_like(x);
+    check(vt::kernels::add_rms_norm(dtype, x.data_ptr(), r.data_ptr(), w ? w->data_ptr() : nullptr, s.data_ptr(),
+                                    y.data_ptr(), x.numel() / x.size(-1), x.size(-1), static_cast<float>(eps),
+                                    stream_of(x)),
+          "add_rms_norm kernel");
+    out[0] = vt::wrap(std::move(s));
+    out[1] = vt::wrap(std::move(y));
+    return 0;
+  }
+#endif
+  at::Tensor s = x + r;
+  out[1] = vt::wrap(rms_norm_composite(s, w, eps));
+  out[0] = vt::wrap(std::move(s));
+  VT_CATCH
+}
+
+// Rotate-half rotary embedding. q: (..., q_heads, dim), k: (..., k_heads, dim), cos/sin:
+// (..., dim) with the same leading dims as q and k. out: [q_rotated, k_rotated].
+VT_API int32_t vt_rotary(void* qh, void* kh, void* ch, void* sh, double* out) {
+  VT_TRY
+  const at::Tensor& q = T(qh);
+  const at::Tensor& k = T(kh);
+  const at::Tensor& c = T(ch);
+  const at::Tensor& s = T(sh);
+  TORCH_CHECK(q.dim() >= 2 && k.dim() == q.dim() && c.dim() == q.dim() - 1 && s.sizes().equals(c.sizes()),
+              "rotary: expected q (..., heads, dim), k (..., heads, dim) and cos/sin (..., dim); got q ", q.sizes(),
+              ", k ", k.sizes(), ", cos ", c.sizes(), ", sin ", s.sizes());
+  const int64_t dim = q.size(-1);
+  TORCH_CHECK(dim % 2 == 0 && k.size(-1) == dim && c.size(-1) == dim, "rotary: q, k, cos and sin need the same even last dimension");
+  TORCH_CHECK(q.sizes().slice(0, q.dim() - 2).equals(c.sizes().slice(0, c.dim() - 1)) &&
+                  k.sizes().slice(0, k.dim() - 2).equals(c.sizes().slice(0, c.dim() - 1)),
+              "rotary: the leading dims of q ", q.sizes(), ", k ", k.sizes(), " and cos ", c.sizes(), " must match");
+#ifdef VAGEN_WITH_CUDA_KERNELS
+  vt::kernels::Dtype dtype;
+  if (use_kernel({&q, &k, &c, &s}, &dtype)) {
+    c10::cuda::CUDAGuard guard(q.device());
+    at::Tensor qo = at::empty_like(q);
+    at::Tensor ko = at::empty_like(k);
+    check(vt::kernels::rotary(dtype, q.data_ptr(), k.data_ptr(), c.data_ptr(), s.data_ptr(), qo.data_ptr(),
+                              ko.data_ptr(), c.numel() / dim, q.size(-2), k.size(-2), dim, stream_of(q)),
+          "rotary kernel");
+    out[0] = vt::wrap(std::move(qo));
+    out[1] = vt::wrap(std::move(ko));
+    return 0;
+  }
+#endif
+  const at::Tensor cu = c.unsqueeze(-2);
+  const at::Tensor su = s.unsqueeze(-2);
+  auto rotate = [&](const at::Tensor& x) {
+    const at::Tensor x1 = x.narrow(-1, 0, dim / 2);
+    const at::Tensor x2 = x.narrow(-1, dim / 2, dim / 2);
+    return x * cu + at::cat({-x2, x1}, -1) * su;
+  };
+  out[0] = vt::wrap(rotate(q));
+  out[1] = vt::wrap(rotate(k));
+  VT_CATCH
+}
+
+VT_API int32_t vt_silu_mul(void* gh, void* uh, double* out) {
+  VT_TRY
+  const at::Tensor& g = T(gh);
+  const at::Tensor& u = T(uh);
+  TORCH_CHECK(g.sizes().equals(u.sizes()), "silu_mul: gate ", g.sizes(), " and up ", u.sizes(), " must have the same shape");
+#ifdef VAGEN_WITH_CUDA_KERNELS
+  vt::kernels::Dtype dtype;
+  if (use_kernel({&g, &u}, &dtype)) {
+    c10::cuda::CUDAGuard guard(g.device());
+    at::Tensor y = at::empty_like(g);
+    check(vt::kernels::silu_mul(dtype, g.data_ptr(), u.data_ptr(), y.data_ptr(), g.numel(), stream_of(g)), "silu_mul kernel");
+    out[0] = vt::wrap(std::move(y));
+    return 0;
+  }
+#endif
+  out[0] = vt::wrap(at::silu(g) * u);
+  VT_CATCH
+}

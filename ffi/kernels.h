@@ -1,0 +1,35 @@
+// vagen's own CUDA kernels (ffi/kernels.cu): a few fused elementwise steps of a decoder
+// layer that libtorch runs as several kernels each. They take raw device pointers and a
+// stream, so kernels.cu needs only the CUDA toolkit, not libtorch's headers; ffi/fused.cpp
+// checks shapes, dtypes and devices and calls them.
+//
+// Each reproduces the rounding of the composite it replaces (the Hugging Face recipe in
+// half precision: every op computes in float32 and rounds to the storage dtype), so
+// fused and composite results differ only in the order of the float32 sum in RMSNorm.
+//
+// Launchers return nullptr on success, otherwise CUDA's error string.
+#pragma once
+
+#include <cstdint>
+
+namespace vt::kernels {
+
+// Storage dtypes the kernels handle.
+enum class Dtype : int32_t { F32 = 0, BF16 = 1, F16 = 2 };
+
+// Rows of `hidden` values: s = x + residual (rounded; skipped when residual is null),
+// y = round(s * rsqrt(mean(s^2) + eps)) * weight (weight may be null). Writes s to
+// sum_out (when residual is given) and y to norm_out.
+const char* add_rms_norm(Dtype dtype, const void* x, const void* residual, const void* weight, void* sum_out,
+                         void* norm_out, int64_t rows, int64_t hidden, float eps, void* stream);
+
+// Rotate-half rotary embedding of q (tokens, q_heads, dim) and k (tokens, k_heads, dim)
+// with cos/sin (tokens, dim): out = x * cos + rotate_half(x) * sin, rotate_half(x1, x2)
+// = (-x2, x1). One launch for both tensors.
+const char* rotary(Dtype dtype, const void* q, const void* k, const void* cos, const void* sin, void* q_out,
+                   void* k_out, int64_t tokens, int64_t q_heads, int64_t k_heads, int64_t dim, void* stream);
+
+// out = silu(gate) * up over n elements.
+const char* silu_mul(Dtype dtype, const void* gate, const void* up, void* out, int64_t n, void* stream);
+
+}  // namespace vt::kernels
