@@ -87,8 +87,13 @@ function copyBandwidth(): number {
   return (2 * 2 * n * reps) / seconds;
 }
 
+/** Milliseconds spent inside the runner's decode (device work + sampling + readback). */
+let runnerDecodeMs = 0;
+
 interface DecodeResult {
   batch: number;
+  /** Per step: time inside the runner's decode; the rest of stepMs is the scheduler's host work. */
+  runnerMs: number;
   decodeTokensPerS: number;
   totalTokensPerS: number;
   stepMs: number;
@@ -101,6 +106,8 @@ async function benchDecode(engine: Engine, batch: number, weightBytes: number, k
   const firstTimes: number[] = [];
   const lastTimes: number[] = [];
   let counted = 0;
+  const runnerBefore = runnerDecodeMs;
+  const stepsBefore = engine.stats().decodeSteps;
   const t0 = now();
   await Promise.all(
     Array.from({ length: batch }, (_, i) => {
@@ -134,6 +141,7 @@ async function benchDecode(engine: Engine, batch: number, weightBytes: number, k
   void counted;
   return {
     batch,
+    runnerMs: (runnerDecodeMs - runnerBefore) / (engine.stats().decodeSteps - stepsBefore),
     decodeTokensPerS,
     totalTokensPerS: (batch * NEW_TOKENS) / total,
     stepMs: (decodeSeconds / steps) * 1000,
@@ -209,6 +217,15 @@ async function main() {
   const loaded = loadEngine(args.model!, { device: DEVICE, dtype: ON_CUDA ? "bf16" : "f32", max_seq_len: 2048, kv_cache_gib: Number(args["kv-gib"]), max_slots: 320, max_prefill_tokens: 8192, attention: args.attention as "fused" | "math" });
   const loadSeconds = (now() - tLoad) / 1000;
   const { engine, adapter, plan } = loaded;
+  const decodeStep = loaded.runner.decode.bind(loaded.runner);
+  loaded.runner.decode = (items) => {
+    const t = now();
+    try {
+      return decodeStep(items);
+    } finally {
+      runnerDecodeMs += now() - t;
+    }
+  };
   TEXT_ID_BOUND = Math.min(TEXT_ID_BOUND, Math.floor(adapter.spec.vocabSize * 0.9));
   log(`loaded in ${loadSeconds.toFixed(1)}s; ${describePlan(adapter, plan)}; decode weights ${(adapter.spec.weightBytes / 2 ** 30).toFixed(2)} GiB`);
   const bandwidth = copyBandwidth();
@@ -224,7 +241,7 @@ async function main() {
     const r = await benchDecode(engine, b, adapter.spec.weightBytes, kvPerToken, bandwidth);
     const replay = graphReplayMs(loaded.runner, b);
     log(
-      `decode batch ${b}: ${r.decodeTokensPerS.toFixed(0)} tok/s, ${r.stepMs.toFixed(2)} ms/step` +
+      `decode batch ${b}: ${r.decodeTokensPerS.toFixed(0)} tok/s, ${r.stepMs.toFixed(2)} ms/step (runner ${r.runnerMs.toFixed(2)})` +
         `${replay === undefined ? "" : ` (graph replay ${replay.toFixed(2)} ms)`}, ${(100 * r.rooflineFraction).toFixed(0)}% of roofline`,
     );
     decode.push({ ...r, graphReplayMs: replay });

@@ -10,6 +10,8 @@
 // vt_set_fused_kernels(0) forces the composite path (for A/B checks and benchmarks).
 #include "shim.h"
 
+#include <algorithm>
+
 #ifdef VAGEN_WITH_CUDA_KERNELS
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -47,17 +49,40 @@ bool kernel_dtype(at::ScalarType s, vt::kernels::Dtype* out) {
   }
 }
 
-// The fused path applies when every tensor is a contiguous CUDA tensor of the first
-// one's dtype and device, and nothing needs gradients.
-bool use_kernel(std::initializer_list<const at::Tensor*> tensors, vt::kernels::Dtype* dtype) {
+// The fused path applies when every tensor is a CUDA tensor of the first one's dtype and
+// device and nothing needs gradients; with `contiguous`, every tensor is also contiguous
+// (otherwise the caller checks layouts itself).
+bool use_kernel(std::initializer_list<const at::Tensor*> tensors, vt::kernels::Dtype* dtype, bool contiguous = true) {
   if (!fused_enabled.load(std::memory_order_relaxed) || needs_grad(tensors)) return false;
   const at::Tensor* first = *tensors.begin();
   if (!first->is_cuda() || !kernel_dtype(first->scalar_type(), dtype)) return false;
   for (const at::Tensor* t : tensors) {
     if (t == nullptr || !t->defined()) continue;
-    if (t->device() != first->device() || t->scalar_type() != first->scalar_type() || !t->is_contiguous()) return false;
+    if (t->device() != first->device() || t->scalar_type() != first->scalar_type()) return false;
+    if (contiguous && !t->is_contiguous()) return false;
   }
   return true;
+}
+
+// Viewing t as rows of its last `inner` dims: the stride between rows when those dims
+// are dense and the leading dims step uniformly (a column slice of a contiguous matrix
+// qualifies), else -1.
+int64_t row_stride(const at::Tensor& t, int64_t inner) {
+  int64_t dense = 1;
+  for (int64_t d = t.dim() - 1; d >= t.dim() - inner; d--) {
+    if (t.size(d) != 1 && t.stride(d) != dense) return -1;
+    dense *= t.size(d);
+  }
+  int64_t row = -1;
+  int64_t rows = 1;
+  for (int64_t d = t.dim() - inner - 1; d >= 0; d--) {
+    if (t.size(d) == 1) continue;
+    if (row < 0) row = t.stride(d);
+    else if (t.stride(d) != row * rows) return -1;
+    rows *= t.size(d);
+  }
+  if (row < 0) return dense;  // a single row
+  return row >= dense ? row : -1;
 }
 
 void* stream_of(const at::Tensor& t) { return at::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
@@ -165,12 +190,14 @@ VT_API int32_t vt_rotary(void* qh, void* kh, void* ch, void* sh, double* out) {
               "rotary: the leading dims of q ", q.sizes(), ", k ", k.sizes(), " and cos ", c.sizes(), " must match");
 #ifdef VAGEN_WITH_CUDA_KERNELS
   vt::kernels::Dtype dtype;
-  if (use_kernel({&q, &k, &c, &s}, &dtype)) {
+  const int64_t q_row = row_stride(q, 2);
+  const int64_t k_row = row_stride(k, 2);
+  if (q_row >= 0 && k_row >= 0 && c.is_contiguous() && s.is_contiguous() && use_kernel({&q, &k, &c, &s}, &dtype, false)) {
     c10::cuda::CUDAGuard guard(q.device());
-    at::Tensor qo = at::empty_like(q);
-    at::Tensor ko = at::empty_like(k);
+    at::Tensor qo = at::empty(q.sizes(), q.options());
+    at::Tensor ko = at::empty(k.sizes(), k.options());
     check(vt::kernels::rotary(dtype, q.data_ptr(), k.data_ptr(), c.data_ptr(), s.data_ptr(), qo.data_ptr(),
-                              ko.data_ptr(), c.numel() / dim, q.size(-2), k.size(-2), dim, stream_of(q)),
+                              ko.data_ptr(), c.numel() / dim, q.size(-2), k.size(-2), dim, q_row, k_row, stream_of(q)),
           "rotary kernel");
     out[0] = vt::wrap(std::move(qo));
     out[1] = vt::wrap(std::move(ko));
@@ -196,10 +223,14 @@ VT_API int32_t vt_silu_mul(void* gh, void* uh, double* out) {
   TORCH_CHECK(g.sizes().equals(u.sizes()), "silu_mul: gate ", g.sizes(), " and up ", u.sizes(), " must have the same shape");
 #ifdef VAGEN_WITH_CUDA_KERNELS
   vt::kernels::Dtype dtype;
-  if (use_kernel({&g, &u}, &dtype)) {
+  const int64_t g_row = g.dim() > 0 ? row_stride(g, 1) : -1;
+  if (g_row >= 0 && g_row == row_stride(u, 1) && use_kernel({&g, &u}, &dtype, false)) {
     c10::cuda::CUDAGuard guard(g.device());
-    at::Tensor y = at::empty_like(g);
-    check(vt::kernels::silu_mul(dtype, g.data_ptr(), u.data_ptr(), y.data_ptr(), g.numel(), stream_of(g)), "silu_mul kernel");
+    at::Tensor y = at::empty(g.sizes(), g.options());
+    const int64_t cols = g.size(-1);
+    check(vt::kernels::silu_mul(dtype, g.data_ptr(), u.data_ptr(), y.data_ptr(), g.numel() / std::max<int64_t>(cols, 1), cols,
+                                g_row, stream_of(g)),
+          "silu_mul kernel");
     out[0] = vt::wrap(std::move(y));
     return 0;
   }

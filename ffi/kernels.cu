@@ -90,7 +90,7 @@ __global__ void add_rms_norm_kernel(const T* __restrict__ x, const T* __restrict
 template <typename T>
 __global__ void rotary_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ cos,
                               const T* __restrict__ sin, T* __restrict__ q_out, T* __restrict__ k_out, int64_t tokens,
-                              int64_t q_heads, int64_t k_heads, int64_t dim) {
+                              int64_t q_heads, int64_t k_heads, int64_t dim, int64_t q_row, int64_t k_row) {
   const int64_t heads = q_heads + k_heads;
   const int64_t n = tokens * heads * dim;
   const int64_t half = dim / 2;
@@ -100,23 +100,26 @@ __global__ void rotary_kernel(const T* __restrict__ q, const T* __restrict__ k, 
     const int64_t head = (idx / dim) % heads;
     const int64_t token = idx / (dim * heads);
     const bool is_q = head < q_heads;
-    const T* src = is_q ? q : k;
-    T* dst = is_q ? q_out : k_out;
-    const int64_t row = (token * (is_q ? q_heads : k_heads) + (is_q ? head : head - q_heads)) * dim;
-    const float partner = d < half ? -load(src + row + d + half) : load(src + row + d - half);
-    const float a = rounded<T>(load(src + row + d) * load(cos + token * dim + d));
+    const int64_t h = is_q ? head : head - q_heads;
+    const T* src = (is_q ? q + token * q_row : k + token * k_row) + h * dim;
+    T* dst = (is_q ? q_out + token * q_heads * dim : k_out + token * k_heads * dim) + h * dim;
+    const float partner = d < half ? -load(src + d + half) : load(src + d - half);
+    const float a = rounded<T>(load(src + d) * load(cos + token * dim + d));
     const float b = rounded<T>(partner * load(sin + token * dim + d));
-    dst[row + d] = cast<T>(a + b);
+    dst[d] = cast<T>(a + b);
   }
 }
 
 template <typename T>
-__global__ void silu_mul_kernel(const T* __restrict__ gate, const T* __restrict__ up, T* __restrict__ out, int64_t n) {
+__global__ void silu_mul_kernel(const T* __restrict__ gate, const T* __restrict__ up, T* __restrict__ out, int64_t rows,
+                                int64_t cols, int64_t in_row) {
+  const int64_t n = rows * cols;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float g = load(gate + i);
+    const int64_t at = (i / cols) * in_row + i % cols;
+    const float g = load(gate + at);
     const float act = rounded<T>(g / (1.f + expf(-g)));
-    out[i] = cast<T>(act * load(up + i));
+    out[i] = cast<T>(act * load(up + at));
   }
 }
 
@@ -163,23 +166,26 @@ const char* add_rms_norm(Dtype dtype, const void* x, const void* residual, const
 }
 
 const char* rotary(Dtype dtype, const void* q, const void* k, const void* cos, const void* sin, void* q_out,
-                   void* k_out, int64_t tokens, int64_t q_heads, int64_t k_heads, int64_t dim, void* stream) {
+                   void* k_out, int64_t tokens, int64_t q_heads, int64_t k_heads, int64_t dim, int64_t q_row,
+                   int64_t k_row, void* stream) {
   const int64_t n = tokens * (q_heads + k_heads) * dim;
   if (n == 0) return nullptr;
   return dispatch(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     rotary_kernel<T><<<elementwise_blocks(n, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(
         static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(cos), static_cast<const T*>(sin),
-        static_cast<T*>(q_out), static_cast<T*>(k_out), tokens, q_heads, k_heads, dim);
+        static_cast<T*>(q_out), static_cast<T*>(k_out), tokens, q_heads, k_heads, dim, q_row, k_row);
   });
 }
 
-const char* silu_mul(Dtype dtype, const void* gate, const void* up, void* out, int64_t n, void* stream) {
+const char* silu_mul(Dtype dtype, const void* gate, const void* up, void* out, int64_t rows, int64_t cols,
+                     int64_t in_row, void* stream) {
+  const int64_t n = rows * cols;
   if (n == 0) return nullptr;
   return dispatch(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     silu_mul_kernel<T><<<elementwise_blocks(n, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), n);
+        static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), rows, cols, in_row);
   });
 }
 

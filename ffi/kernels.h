@@ -25,11 +25,17 @@ const char* add_rms_norm(Dtype dtype, const void* x, const void* residual, const
 
 // Rotate-half rotary embedding of q (tokens, q_heads, dim) and k (tokens, k_heads, dim)
 // with cos/sin (tokens, dim): out = x * cos + rotate_half(x) * sin, rotate_half(x1, x2)
-// = (-x2, x1). One launch for both tensors.
+// = (-x2, x1). One launch for both tensors. q and k may be column slices of a wider
+// row (a packed qkv projection): q_row / k_row are their token strides in elements;
+// heads and dims are dense. Outputs are contiguous.
 const char* rotary(Dtype dtype, const void* q, const void* k, const void* cos, const void* sin, void* q_out,
-                   void* k_out, int64_t tokens, int64_t q_heads, int64_t k_heads, int64_t dim, void* stream);
+                   void* k_out, int64_t tokens, int64_t q_heads, int64_t k_heads, int64_t dim, int64_t q_row,
+                   int64_t k_row, void* stream);
 
-// out = silu(gate) * up over n elements.
-const char* silu_mul(Dtype dtype, const void* gate, const void* up, void* out, int64_t n, void* stream);
+// out (rows, cols, contiguous) = silu(gate) * up, where gate and up are (rows, cols) with
+// dense columns and a row stride of in_row elements (two halves of a packed gate/up
+// projection, or two contiguous tensors with in_row = cols).
+const char* silu_mul(Dtype dtype, const void* gate, const void* up, void* out, int64_t rows, int64_t cols,
+                     int64_t in_row, void* stream);
 
 }  // namespace vt::kernels

@@ -92,6 +92,50 @@ describe("Qwen2.5-VL tiny, f32 on the CPU, against transformers", () => {
   });
 });
 
+describe("packed projections", () => {
+  test("q/k/v and gate/up are views into packed storage: in-place updates reach the packed GEMM", () => {
+    const name = "model.layers.0.self_attn.k_proj.bias";
+    const logits = () =>
+      torch.noGrad(() => torch.tidy(() => model.logits(model.forwardBatch({ inputIds: [[1, 2, 3]], imageGridThw: [] }).hidden).toFloat32Array()));
+    const before = logits();
+    const bias = model.weights.get(name)!;
+    torch.noGrad(() => bias.add_(0.5));
+    const after = logits();
+    torch.noGrad(() => bias.sub_(0.5));
+    expect(maxRelativeError(Float64Array.from(after), Float64Array.from(before))).toBeGreaterThan(1e-3);
+    expect(Array.from(logits())).toEqual(Array.from(before));
+  });
+
+  test("with gradients the forward reads the named views: same logits, and the views get gradients", () => {
+    const inputIds = [[5, 9, 2, 7]];
+    const packed = torch.noGrad(() => torch.tidy(() => model.logits(model.forwardBatch({ inputIds, imageGridThw: [] }).hidden).toFloat32Array()));
+    const w = model.weights.get("model.layers.1.mlp.up_proj.weight")!;
+    const q = model.weights.get("model.layers.0.self_attn.q_proj.weight")!;
+    w.requiresGrad_(true);
+    q.requiresGrad_(true);
+    try {
+      const viewed = torch.tidy(() => {
+        const out = model.logits(model.forwardBatch({ inputIds, imageGridThw: [] }).hidden);
+        out.sum().backward();
+        return out.detach().toFloat32Array();
+      });
+      expect(maxRelativeError(Float64Array.from(viewed), Float64Array.from(packed))).toBeLessThan(1e-5);
+      for (const t of [w, q]) {
+        torch.tidy(() => {
+          const g = t.grad;
+          expect(g).toBeDefined();
+          expect(g!.abs().sum().item()).toBeGreaterThan(0);
+        });
+      }
+    } finally {
+      for (const t of [w, q]) {
+        t.grad = undefined;
+        t.requiresGrad_(false);
+      }
+    }
+  });
+});
+
 describe("Qwen2.5-VL tiny, bf16", () => {
   test("logits are within bf16 rounding of transformers' bf16 logits", () => {
     const bf16 = Qwen25VLModel.load(FIXTURE_DIR, { device: "cpu", dtype: "bf16" });

@@ -158,6 +158,7 @@ export class Qwen25VLModel {
   }
 
   dispose(): void {
+    this.text.dispose();
     for (const t of this.weights.values()) t.dispose();
     this.weights.clear();
   }

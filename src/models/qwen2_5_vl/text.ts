@@ -49,11 +49,69 @@ export interface AttentionHook {
   attend(layer: number, q: Tensor, k: Tensor, v: Tensor): Tensor;
 }
 
+/**
+ * One layer's projections that read the same input, packed into one tensor each so that
+ * inference runs one GEMM where it would run three (q, k, v) or two (gate, up).
+ */
+interface PackedLayer {
+  /** (qHeads + 2 kvHeads) * headDim rows: q, then k, then v. */
+  qkvWeight: Tensor;
+  qkvBias: Tensor;
+  /** 2 * intermediate rows: gate, then up. */
+  gateUpWeight: Tensor;
+}
+
+/** Weight maps already packed, so a second model over the same map reuses the packing. */
+const packedMaps = new WeakMap<Weights, PackedLayer[]>();
+
 export class Qwen25TextModel {
+  private readonly packed: PackedLayer[];
+
+  /**
+   * Packs each layer's q/k/v and gate/up weights into one tensor each and replaces their
+   * entries in `weights` with views into the packed storage. Nothing is copied twice and
+   * the names still work: a checkpoint saves the same tensors, and whoever updates a view
+   * in place (an optimizer) updates what the packed GEMM reads. With gradients on, the
+   * forward uses the views (leaves a trainer can mark requiresGrad); without, the packs.
+   */
   constructor(
     readonly config: Qwen25VLTextConfig,
     private readonly weights: Weights,
-  ) {}
+  ) {
+    this.packed = packedMaps.get(weights) ?? this.pack();
+    packedMaps.set(weights, this.packed);
+  }
+
+  private pack(): PackedLayer[] {
+    const packInto = (names: string[]): Tensor => {
+      const parts = names.map((n) => this.w(n));
+      const packed = torch.keep(torch.noGrad(() => torch.cat(parts, 0)));
+      let row = 0;
+      names.forEach((n, i) => {
+        const rows = parts[i]!.shape[0]!;
+        this.weights.set(n, torch.keep(packed.narrow(0, row, rows)));
+        parts[i]!.dispose();
+        row += rows;
+      });
+      return packed;
+    };
+    return Array.from({ length: this.config.numLayers }, (_, i) => {
+      const a = `model.layers.${i}.self_attn`;
+      const m = `model.layers.${i}.mlp`;
+      return {
+        qkvWeight: packInto([`${a}.q_proj.weight`, `${a}.k_proj.weight`, `${a}.v_proj.weight`]),
+        qkvBias: packInto([`${a}.q_proj.bias`, `${a}.k_proj.bias`, `${a}.v_proj.bias`]),
+        gateUpWeight: packInto([`${m}.gate_proj.weight`, `${m}.up_proj.weight`]),
+      };
+    });
+  }
+
+  /** Frees the packed storage (the views in the weight map go with the map). */
+  dispose(): void {
+    for (const p of this.packed) for (const t of [p.qkvWeight, p.qkvBias, p.gateUpWeight]) t.dispose();
+    this.packed.length = 0;
+    packedMaps.delete(this.weights);
+  }
 
   private w(name: string): Tensor {
     return this.weights.get(name)!;
@@ -86,7 +144,7 @@ export class Qwen25TextModel {
       ({ sum: residual, normed } = torch.tidy(() => {
         const attn = this.attention(i, layerIn.normed, cos, sin, { mask, kvCache, hook: attention });
         const mid = F.addRmsNorm(attn, layerIn.residual, norm(i, "post_attention_layernorm"), c.rmsNormEps);
-        const mlp = gatedMlp(mid.normed, this.weights, `model.layers.${i}.mlp`);
+        const mlp = this.mlp(i, mid.normed);
         return F.addRmsNorm(mlp, mid.sum, norm(i + 1, "input_layernorm"), c.rmsNormEps);
       }));
       // Each layer's output is only the next layer's input: free its handles now (autograd
@@ -106,6 +164,15 @@ export class Qwen25TextModel {
   logits(hidden: Tensor): Tensor {
     const head = this.config.tieWordEmbeddings ? this.w("model.embed_tokens.weight") : this.w("lm_head.weight");
     return F.linear(hidden, head);
+  }
+
+  /** down(silu(gate(x)) * up(x)); one GEMM for gate and up when no gradient is needed. */
+  private mlp(layer: number, x: Tensor): Tensor {
+    const prefix = `model.layers.${layer}.mlp`;
+    if (torch.isGradEnabled()) return gatedMlp(x, this.weights, prefix);
+    const inter = this.config.intermediateSize;
+    const gateUp = F.linear(x, this.packed[layer]!.gateUpWeight);
+    return F.linear(F.siluMul(gateUp.narrow(-1, 0, inter), gateUp.narrow(-1, inter, inter)), this.w(`${prefix}.down_proj.weight`));
   }
 
   /**
@@ -140,12 +207,20 @@ export class Qwen25TextModel {
     const p = `model.layers.${layer}.self_attn`;
     const [B, T] = x.shape as [number, number, number];
     // (B, T, heads, headDim): rotary works on this layout; attention sees (B, heads, T, headDim) views.
-    const proj = (name: string, heads: number) =>
-      F.linear(x, this.w(`${p}.${name}.weight`), this.w(`${p}.${name}.bias`)).view(B, T, heads, c.headDim);
-    const [qr, kr] = F.rotary(proj("q_proj", c.numHeads), proj("k_proj", c.numKvHeads), cos, sin);
+    const qSize = c.numHeads * c.headDim;
+    const kvSize = c.numKvHeads * c.headDim;
+    let qp: Tensor, kp: Tensor, vp: Tensor;
+    if (torch.isGradEnabled()) {
+      const proj = (name: string) => F.linear(x, this.w(`${p}.${name}.weight`), this.w(`${p}.${name}.bias`));
+      [qp, kp, vp] = [proj("q_proj"), proj("k_proj"), proj("v_proj")];
+    } else {
+      const qkv = F.linear(x, this.packed[layer]!.qkvWeight, this.packed[layer]!.qkvBias);
+      [qp, kp, vp] = [qkv.narrow(-1, 0, qSize), qkv.narrow(-1, qSize, kvSize), qkv.narrow(-1, qSize + kvSize, kvSize)];
+    }
+    const [qr, kr] = F.rotary(qp.view(B, T, c.numHeads, c.headDim), kp.view(B, T, c.numKvHeads, c.headDim), cos, sin);
     const q = qr.transpose(1, 2);
     let k = kr.transpose(1, 2);
-    let v = proj("v_proj", c.numKvHeads).transpose(1, 2);
+    let v = vp.view(B, T, c.numKvHeads, c.headDim).transpose(1, 2);
     let out: Tensor;
     if (how.hook) {
       out = how.hook.attend(layer, q, k, v);

@@ -113,7 +113,15 @@ export function nnSuite(device: string): void {
           const run = () =>
             torch.noGrad(() => {
               const n = F.addRmsNorm(x, res, w, 1e-6);
-              return [F.rmsNorm(x, w, 1e-6), n.sum, n.normed, ...F.rotary(q, k, c, s), F.siluMul(x, res)].map((t) => values(t.float()));
+              // Column slices of packed projections, as a packed qkv / gate-up GEMM gives them.
+              const packed = torch.cat([q.reshape(3, 5, 128), k.reshape(3, 5, 64), x], -1);
+              const qs = packed.narrow(-1, 0, 128).view(3, 5, 4, 32);
+              const ks = packed.narrow(-1, 128, 64).view(3, 5, 2, 32);
+              const gs = packed.narrow(-1, 192, 32);
+              const us = packed.narrow(-1, 224, 32);
+              return [F.rmsNorm(x, w, 1e-6), n.sum, n.normed, ...F.rotary(q, k, c, s), F.siluMul(x, res), ...F.rotary(qs, ks, c, s), F.siluMul(gs, us)].map(
+                (t) => values(t.float()),
+              );
             });
           const fused = run();
           const wasOn = F.fusedKernels();
@@ -123,6 +131,9 @@ export function nnSuite(device: string): void {
           // Only RMSNorm's float32 sum may differ in order: at most one rounding step apart.
           const tol = dtype === "f32" ? 1e-5 : dtype === "bf16" ? 1e-2 : 2e-3;
           fused.forEach((f, i) => expectClose(f, composite[i]!, i === 0 || i === 2 ? tol : 1e-6, i === 0 || i === 2 ? tol : 0));
+          // Slices give what contiguous copies give.
+          expect(fused[6]).toEqual(fused[3]!);
+          expect(fused[7]).toEqual(fused[4]!);
         }
         // With gradients the composite path runs: d(sum of silu(a) * b)/db = silu(a).
         const a = T([0.5, -2], [2]);
