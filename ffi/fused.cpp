@@ -238,3 +238,54 @@ VT_API int32_t vt_silu_mul(void* gh, void* uh, double* out) {
   out[0] = vt::wrap(at::silu(g) * u);
   VT_CATCH
 }
+
+// Decode-step attention of a serving engine's slot KV cache (see kernels.h): writes each
+// row's new key and value at write_index and attends over the row's slot up to there.
+//   q: (B, q_heads, 1, dim); k, v: (B, kv_heads, 1, dim), dense per row
+//   k_cache, v_cache: (tokens, kv_heads, dim) contiguous; write_index: (B,) int64
+// out[0]: (B, q_heads, 1, dim), or 0 when the fused kernel does not apply (CPU, a build
+// without the kernels, gradients, an unsupported head layout): the caller then writes
+// the cache and runs scaled_dot_product_attention itself.
+VT_API int32_t vt_slot_decode_attention(void* qh, void* kh, void* vh, void* kch, void* vch, void* wih,
+                                        int64_t slot_tokens, double scale, double* out) {
+  VT_TRY
+  out[0] = 0;
+#ifdef VAGEN_WITH_CUDA_KERNELS
+  const at::Tensor& q = T(qh);
+  const at::Tensor& k = T(kh);
+  const at::Tensor& v = T(vh);
+  const at::Tensor& kc = T(kch);
+  const at::Tensor& vc = T(vch);
+  const at::Tensor& wi = T(wih);
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(2) == 1 && k.sizes().equals(v.sizes()) &&
+                  k.size(2) == 1 && k.size(0) == q.size(0) && k.size(3) == q.size(3),
+              "slot_decode_attention: expected q (B, heads, 1, dim) and k, v (B, kv_heads, 1, dim); got q ", q.sizes(),
+              ", k ", k.sizes(), ", v ", v.sizes());
+  const int64_t batch = q.size(0), kv_heads = k.size(1), dim = q.size(3);
+  TORCH_CHECK(q.size(1) % kv_heads == 0, "slot_decode_attention: query heads must be a multiple of kv heads");
+  TORCH_CHECK(kc.dim() == 3 && kc.size(1) == kv_heads && kc.size(2) == dim && kc.sizes().equals(vc.sizes()),
+              "slot_decode_attention: caches must be (tokens, kv_heads, dim)");
+  TORCH_CHECK(wi.dim() == 1 && wi.size(0) == batch, "slot_decode_attention: write_index must be (B,)");
+  const int64_t groups = q.size(1) / kv_heads;
+  // Per row: heads then dims dense; rows anywhere (stride of dim 0).
+  auto dense_rows = [&](const at::Tensor& t) { return t.stride(3) == 1 && (t.size(1) == 1 || t.stride(1) == dim); };
+  vt::kernels::Dtype dtype;
+  const bool applies = vt::kernels::slot_decode_attention_supported(groups, dim) && dense_rows(k) && dense_rows(v) &&
+                       q.is_contiguous() && kc.is_contiguous() && vc.is_contiguous() && wi.is_contiguous() &&
+                       wi.scalar_type() == at::kLong && wi.device() == q.device() &&
+                       use_kernel({&q, &k, &v, &kc, &vc}, &dtype, false);
+  if (applies) {
+    c10::cuda::CUDAGuard guard(q.device());
+    at::Tensor o = at::empty({batch, 1, q.size(1), dim}, q.options());
+    check(vt::kernels::slot_decode_attention(dtype, q.data_ptr(), k.data_ptr(), v.data_ptr(), kc.data_ptr(), vc.data_ptr(),
+                                             wi.data_ptr<int64_t>(), o.data_ptr(), batch, kv_heads, groups, dim,
+                                             k.stride(0), v.stride(0), slot_tokens, static_cast<float>(scale),
+                                             stream_of(q)),
+          "slot_decode_attention kernel");
+    out[0] = vt::wrap(o.transpose(1, 2));
+  }
+#else
+  (void)qh, (void)kh, (void)vh, (void)kch, (void)vch, (void)wih, (void)slot_tokens, (void)scale;
+#endif
+  VT_CATCH
+}

@@ -38,4 +38,21 @@ const char* rotary(Dtype dtype, const void* q, const void* k, const void* cos, c
 const char* silu_mul(Dtype dtype, const void* gate, const void* up, void* out, int64_t rows, int64_t cols,
                      int64_t in_row, void* stream);
 
+// Decode-step attention over a slot KV cache, one query token per row, grouped-query:
+//   q        (batch, kv_heads * groups, dim) contiguous, the rotated queries
+//   k_new    row b at k_new + b * k_row: (kv_heads, dim) dense, the rotated new key
+//   v_new    row b at v_new + b * v_row: (kv_heads, dim) dense
+//   k_cache, v_cache  (tokens, kv_heads, dim) contiguous: slot s holds tokens
+//            [s * slot_tokens, (s + 1) * slot_tokens)
+//   write_index (batch,) int64: the flat token row of each row's new position
+// Writes the new key and value at write_index, then attends over positions 0..p of the
+// row's slot (p = write_index % slot_tokens): causal by construction, no mask. Scores,
+// softmax and the weighted sum run in float32 (online softmax per warp, then merged).
+// out: (batch, kv_heads * groups, dim) contiguous.
+bool slot_decode_attention_supported(int64_t groups, int64_t dim);
+const char* slot_decode_attention(Dtype dtype, const void* q, const void* k_new, const void* v_new, void* k_cache,
+                                  void* v_cache, const int64_t* write_index, void* out, int64_t batch,
+                                  int64_t kv_heads, int64_t groups, int64_t dim, int64_t k_row, int64_t v_row,
+                                  int64_t slot_tokens, float scale, void* stream);
+
 }  // namespace vt::kernels

@@ -12,7 +12,7 @@
 import { VagenError } from "../errors.ts";
 import { sharedPrefixLength, validatePrompt } from "./prompt.ts";
 import { SlotPool, type SlotLease } from "./slots.ts";
-import { IncrementalDetokenizer, StopStringMatcher, type DecodeFn } from "./stop.ts";
+import { IncrementalDetokenizer, StopStringMatcher, type DecodeFn, type TokenBytesFn } from "./stop.ts";
 import type { DecodeItem, PrefillChunk, SampledToken, StepRunner } from "./step-runner.ts";
 import type {
   EngineStats,
@@ -25,6 +25,11 @@ import type {
 export interface EngineOptions {
   /** Ids to text, with special tokens skipped (used for stop strings and streamed text). */
   decode: DecodeFn;
+  /**
+   * Per-id UTF-8 bytes of that same decode, where the tokenizer is byte-level: streamed
+   * text then costs a table lookup per token instead of two window decodes.
+   */
+  tokenBytes?: TokenBytesFn;
   /** Always stop on these ids (the model's end-of-turn / end-of-text ids). */
   eosTokenIds?: number[];
   /** Defaults for fields a request leaves out. */
@@ -266,7 +271,7 @@ export class Engine {
       logprobs: [],
       logits: w.request.returnLogits ? [] : undefined,
       incrementalText: w.sampling.stopStrings.length > 0 || w.request.onToken !== undefined,
-      detokenizer: new IncrementalDetokenizer(this.options.decode),
+      detokenizer: new IncrementalDetokenizer(this.options.decode, this.options.tokenBytes),
       stops: new StopStringMatcher(w.sampling.stopStrings),
       resolve: w.resolve,
       reject: w.reject,

@@ -206,6 +206,11 @@ class StepAttention implements AttentionBackend {
     const groups = this.groups;
     const { numKvHeads: H, headDim: D, numHeads } = this.cache.spec;
     const c = this.cache.layer(layer);
+    if (T === 1 && !this.cache.mathAttention) {
+      // One kernel writes the new key/value and attends (CUDA); undefined elsewhere.
+      const out = F.slotDecodeAttention(q, k, v, c.flatKeys, c.flatValues, this.at.writeIndex, this.cache.slotTokens, D ** -0.5);
+      if (out) return out;
+    }
     c.flatKeys.indexCopy_(0, this.at.writeIndex, k.permute(0, 2, 1, 3).reshape(B * T, H, D));
     c.flatValues.indexCopy_(0, this.at.writeIndex, v.permute(0, 2, 1, 3).reshape(B * T, H, D));
     if (this.foldedMask === undefined) {

@@ -112,6 +112,7 @@ export function createEngine(chat: ChatModel, settings: Partial<EngineSettings> 
   });
   const engine = new Engine(runner, {
     decode: (ids) => adapter.decode(ids),
+    tokenBytes: chat.tokenizer.tokenBytes(),
     eosTokenIds: adapter.eosTokenIds,
     maxPrefillTokens: s.max_prefill_tokens,
   });

@@ -11,14 +11,29 @@
 /** Ids to text. The engine is given one by whoever owns the tokenizer. */
 export type DecodeFn = (ids: readonly number[]) => string;
 
+/**
+ * The UTF-8 bytes one id adds to the decoded text, for byte-level BPE tokenizers where
+ * decoding is exactly that concatenation (see TextTokenizer.tokenBytes).
+ */
+export type TokenBytesFn = (id: number) => Uint8Array;
+
 const REPLACEMENT_CHAR = "\uFFFD";
 
 export class IncrementalDetokenizer {
   private readonly ids: number[] = [];
   private prefixOffset = 0;
   private readOffset = 0;
+  /** With token bytes: a streaming UTF-8 decoder replaces the window decodes. */
+  private readonly utf8: TextDecoder | undefined;
 
-  constructor(private readonly decodeIds: DecodeFn) {}
+  constructor(
+    private readonly decodeIds: DecodeFn,
+    private readonly tokenBytes?: TokenBytesFn,
+  ) {
+    // Streaming UTF-8 holds back an unfinished multi-byte character and replaces invalid
+    // bytes with U+FFFD, as the tokenizer's lossy decode of the whole sequence does.
+    this.utf8 = tokenBytes ? new TextDecoder("utf-8", { fatal: false, ignoreBOM: true }) : undefined;
+  }
 
   /** Some tokenizers reject an empty id list; the empty window is simply "". */
   private decode(ids: readonly number[]): string {
@@ -27,6 +42,7 @@ export class IncrementalDetokenizer {
 
   /** Add one id; returns the text that became final (possibly ""). */
   push(id: number): string {
+    if (this.utf8) return this.utf8.decode(this.tokenBytes!(id), { stream: true });
     this.ids.push(id);
     const prefixText = this.decode(this.ids.slice(this.prefixOffset, this.readOffset));
     const fullText = this.decode(this.ids.slice(this.prefixOffset));
@@ -40,6 +56,7 @@ export class IncrementalDetokenizer {
 
   /** Whatever is still held back (an unfinished UTF-8 sequence), for the end of generation. */
   flush(): string {
+    if (this.utf8) return this.utf8.decode();
     const prefixText = this.decode(this.ids.slice(this.prefixOffset, this.readOffset));
     const fullText = this.decode(this.ids.slice(this.prefixOffset));
     this.prefixOffset = this.readOffset = this.ids.length;

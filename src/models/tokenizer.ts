@@ -61,6 +61,45 @@ export class TextTokenizer {
     });
   }
 
+  /**
+   * For byte-level BPE tokenizers (GPT-2 style: Qwen, LLaMA 3), the UTF-8 bytes each id
+   * contributes to `decode(ids, { skipSpecialTokens: true })`: decoding is then the
+   * concatenation of these bytes read as UTF-8, which a streaming TextDecoder does one
+   * token at a time. Undefined for other decoders (SentencePiece, WordPiece, ...).
+   */
+  tokenBytes(): ((id: number) => Uint8Array) | undefined {
+    const decoder = this.files.tokenizer.decoder as { type?: string } | null | undefined;
+    if (decoder?.type !== "ByteLevel") return undefined;
+    if (!this.bytesOf) {
+      const byteOfChar = byteLevelDecoderTable();
+      const utf8 = new TextEncoder();
+      const tokens: string[] = [];
+      for (const [token, id] of this.tokenToIdMap) tokens[id] = token;
+      const cache = new Map<number, Uint8Array>();
+      const empty = new Uint8Array(0);
+      this.bytesOf = (id: number) => {
+        let bytes = cache.get(id);
+        if (bytes) return bytes;
+        const token = tokens[id];
+        if (token === undefined || this.specialIds.has(id)) bytes = empty;
+        else {
+          const out: number[] = [];
+          // Characters outside the byte table (possible in added tokens) stand for themselves.
+          for (const ch of token) {
+            const b = byteOfChar.get(ch);
+            if (b !== undefined) out.push(b);
+            else out.push(...utf8.encode(ch));
+          }
+          bytes = Uint8Array.from(out);
+        }
+        cache.set(id, bytes);
+        return bytes;
+      };
+    }
+    return this.bytesOf;
+  }
+  private bytesOf: ((id: number) => Uint8Array) | undefined;
+
   /** The id of a token (usually a special one); throws a clear error if it is unknown. */
   tokenId(token: string): number {
     const id = this.tokenToIdMap.get(token);
@@ -105,4 +144,21 @@ export function readJson(path: string): Record<string, unknown> {
   } catch (e) {
     throw new VagenError(`${path}: not valid JSON (${(e as Error).message})`);
   }
+}
+
+/**
+ * GPT-2's byte-level alphabet, inverted: the printable character standing for each byte.
+ * Printable Latin-1 bytes stand for themselves; the other 68 bytes map to U+0100 onward.
+ */
+function byteLevelDecoderTable(): Map<string, number> {
+  const printable: number[] = [];
+  for (let b = 0x21; b <= 0x7e; b++) printable.push(b);
+  for (let b = 0xa1; b <= 0xac; b++) printable.push(b);
+  for (let b = 0xae; b <= 0xff; b++) printable.push(b);
+  const table = new Map<string, number>();
+  for (const b of printable) table.set(String.fromCharCode(b), b);
+  const isPrintable = new Set(printable);
+  let next = 0;
+  for (let b = 0; b < 256; b++) if (!isPrintable.has(b)) table.set(String.fromCharCode(256 + next++), b);
+  return table;
 }

@@ -55,6 +55,32 @@ export function siluMul(gate: Tensor, up: Tensor): Tensor {
 }
 
 /**
+ * Decode-step attention over a serving engine's slot KV cache, in one CUDA kernel: writes
+ * each row's new key and value at `writeIndex`, then attends over the row's slot from
+ * position 0 up to there (causal by construction; no mask, no window).
+ *   q:                (B, qHeads, 1, headDim), contiguous
+ *   k, v:             (B, kvHeads, 1, headDim), heads and dims dense within each row
+ *   cacheK, cacheV:   (tokens, kvHeads, headDim); slot s holds tokens [s * slotTokens, (s + 1) * slotTokens)
+ *   writeIndex:       (B,) int64, the flat token row of each row's new position
+ * Returns (B, qHeads, 1, headDim), or undefined where the kernel does not apply (CPU, no
+ * fused kernels, gradients, a head layout it has no variant for); the caller then writes
+ * the cache and runs scaledDotProductAttention.
+ */
+export function slotDecodeAttention(
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  cacheK: Tensor,
+  cacheV: Tensor,
+  writeIndex: Tensor,
+  slotTokens: number,
+  scale: number,
+): Tensor | undefined {
+  check(S.vt_slot_decode_attention(q._h, k._h, v._h, cacheK._h, cacheV._h, writeIndex._h, slotTokens, scale, OUT_PTR));
+  return OUT[0] === 0 ? undefined : new Tensor(OUT[0]!);
+}
+
+/**
  * vagen's fused CUDA kernels (RMSNorm, add + RMSNorm, rotary, silu * up) replace
  * composites of several libtorch ops when the inputs are contiguous CUDA tensors and no
  * gradient is needed. `fusedKernels()` says whether this build has them and they are on;

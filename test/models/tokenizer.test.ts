@@ -26,6 +26,23 @@ describe("TextTokenizer", () => {
     expect(tokenizer.decode(refs.cases.text!.greedy!)).toBe(refs.cases.text!.greedy_text!);
   });
 
+  test("byte-level token bytes streamed through UTF-8 give exactly the full decode", () => {
+    const bytesOf = tokenizer.tokenBytes();
+    expect(bytesOf).toBeDefined();
+    let seed = 7;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    const texts = ["naïve café 東京 😀 <|im_end|> done", "a\n\tb  c", ...refs.tokenizer_checks.map((c) => c.text)];
+    // Random id sequences too: they split multi-byte characters anywhere, and include specials.
+    const sequences = [...texts.map((t) => tokenizer.encode(t)), ...Array.from({ length: 50 }, () => Array.from({ length: 40 }, () => rand(tokenizer.size)))];
+    for (const ids of sequences) {
+      const utf8 = new TextDecoder();
+      let streamed = "";
+      for (const id of ids) streamed += utf8.decode(bytesOf!(id), { stream: true });
+      streamed += utf8.decode();
+      expect(streamed).toBe(tokenizer.decode(ids, { skipSpecialTokens: true }));
+    }
+  });
+
   test("knows its special tokens", () => {
     expect(tokenizer.tokenId("<|image_pad|>")).toBe(366);
     expect(tokenizer.isSpecial(366)).toBe(true);

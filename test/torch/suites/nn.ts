@@ -148,6 +148,50 @@ export function nnSuite(device: string): void {
       g.dispose();
     });
 
+    test("slotDecodeAttention writes the new key/value and equals attention over each row's slot prefix", () => {
+      const g = new torch.Generator({ seed: 3, device });
+      torch.tidy(() => {
+        const randn = (shape: number[], dtype: torch.DType) => torch.randn(shape, { generator: g, device }).to(dtype);
+        const [B, D, slotTokens] = [3, 128, 64];
+        const slots = [2, 0, 3];
+        const positions = [5, 0, 63];
+        const writeIndex = torch.tensor(slots.map((s, b) => s * slotTokens + positions[b]!), [B], { dtype: "i64", device });
+        for (const dtype of ["f32", "bf16"] as const) {
+          for (const [Hq, Hk] of [
+            [16, 2],
+            [4, 4],
+          ] as const) {
+            const cacheK = randn([4 * slotTokens, Hk, D], dtype);
+            const cacheV = randn([4 * slotTokens, Hk, D], dtype);
+            const q = randn([B, Hq, 1, D], dtype);
+            // k and v as column slices of one packed row, like the decoder's projections.
+            const kv = randn([B, 1, 2 * Hk * D], dtype);
+            const k = kv.narrow(-1, 0, Hk * D).view(B, 1, Hk, D).transpose(1, 2);
+            const v = kv.narrow(-1, Hk * D, Hk * D).view(B, 1, Hk, D).transpose(1, 2);
+            const [kc, vc] = [cacheK.clone(), cacheV.clone()];
+            const out = torch.noGrad(() => F.slotDecodeAttention(q, k, v, kc, vc, writeIndex, slotTokens, D ** -0.5));
+            if (out === undefined) {
+              // Only CUDA builds with the fused kernels have it.
+              expect(device === "cpu" || !F.fusedKernels()).toBe(true);
+              return;
+            }
+            expect(out.shape).toEqual([B, Hq, 1, D]);
+            const [rk, rv] = [cacheK.clone(), cacheV.clone()];
+            rk.indexCopy_(0, writeIndex, k.reshape(B, Hk, D));
+            rv.indexCopy_(0, writeIndex, v.reshape(B, Hk, D));
+            expect(values(kc)).toEqual(values(rk));
+            expect(values(vc)).toEqual(values(rv));
+            for (let b = 0; b < B; b++) {
+              const window = (t: torch.Tensor) => t.narrow(0, slots[b]! * slotTokens, positions[b]! + 1).transpose(0, 1).unsqueeze(0).float();
+              const ref = F.scaledDotProductAttention(q.narrow(0, b, 1).float(), window(rk), window(rv), { enableGqa: Hq !== Hk });
+              expectClose(values(out.narrow(0, b, 1).float()), values(ref), dtype === "f32" ? 1e-4 : 2e-2, dtype === "f32" ? 1e-4 : 2e-2);
+            }
+          }
+        }
+      });
+      g.dispose();
+    });
+
     test("conv2d and conv3d match direct loops", () => {
       torch.tidy(() => {
         const x = torch.arange(9, undefined, undefined, { device }).float().reshape(1, 1, 3, 3);
