@@ -241,13 +241,14 @@ VT_API int32_t vt_silu_mul(void* gh, void* uh, double* out) {
 
 // Decode-step attention of a serving engine's slot KV cache (see kernels.h): writes each
 // row's new key and value at write_index and attends over the row's slot up to there.
+// Every row's new position must be below max_length (it sizes the split over keys).
 //   q: (B, q_heads, 1, dim); k, v: (B, kv_heads, 1, dim), dense per row
 //   k_cache, v_cache: (tokens, kv_heads, dim) contiguous; write_index: (B,) int64
 // out[0]: (B, q_heads, 1, dim), or 0 when the fused kernel does not apply (CPU, a build
 // without the kernels, gradients, an unsupported head layout): the caller then writes
 // the cache and runs scaled_dot_product_attention itself.
 VT_API int32_t vt_slot_decode_attention(void* qh, void* kh, void* vh, void* kch, void* vch, void* wih,
-                                        int64_t slot_tokens, double scale, double* out) {
+                                        int64_t slot_tokens, int64_t max_length, double scale, double* out) {
   VT_TRY
   out[0] = 0;
 #ifdef VAGEN_WITH_CUDA_KERNELS
@@ -276,16 +277,22 @@ VT_API int32_t vt_slot_decode_attention(void* qh, void* kh, void* vh, void* kch,
                        use_kernel({&q, &k, &v, &kc, &vc}, &dtype, false);
   if (applies) {
     c10::cuda::CUDAGuard guard(q.device());
+    TORCH_CHECK(max_length >= 1 && max_length <= slot_tokens, "slot_decode_attention: max_length ", max_length,
+                " must be within 1..", slot_tokens);
     at::Tensor o = at::empty({batch, 1, q.size(1), dim}, q.options());
+    const int64_t splits = vt::kernels::slot_decode_attention_splits(max_length);
+    const auto f32 = q.options().dtype(at::kFloat);
+    at::Tensor part_o = at::empty({batch * q.size(1) * splits * dim}, f32);
+    at::Tensor part_ml = at::empty({batch * q.size(1) * splits * 2}, f32);
     check(vt::kernels::slot_decode_attention(dtype, q.data_ptr(), k.data_ptr(), v.data_ptr(), kc.data_ptr(), vc.data_ptr(),
-                                             wi.data_ptr<int64_t>(), o.data_ptr(), batch, kv_heads, groups, dim,
-                                             k.stride(0), v.stride(0), slot_tokens, static_cast<float>(scale),
-                                             stream_of(q)),
+                                             wi.data_ptr<int64_t>(), part_o.data_ptr<float>(), part_ml.data_ptr<float>(),
+                                             o.data_ptr(), batch, kv_heads, groups, dim, k.stride(0), v.stride(0),
+                                             slot_tokens, max_length, static_cast<float>(scale), stream_of(q)),
           "slot_decode_attention kernel");
     out[0] = vt::wrap(o.transpose(1, 2));
   }
 #else
-  (void)qh, (void)kh, (void)vh, (void)kch, (void)vch, (void)wih, (void)slot_tokens, (void)scale;
+  (void)qh, (void)kh, (void)vh, (void)kch, (void)vch, (void)wih, (void)slot_tokens, (void)max_length, (void)scale;
 #endif
   VT_CATCH
 }

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 namespace vt::kernels {
@@ -51,9 +52,83 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// One block per row.
+// 16 bytes of T: the unit of vectorised loads and stores.
 template <typename T>
-__global__ void add_rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ residual,
+struct alignas(16) Pack {
+  static constexpr int kSize = 16 / sizeof(T);
+  T v[kSize];
+};
+
+bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Vectors each thread of a norm keeps in registers between the two passes.
+constexpr int kNormPacks = 4;
+
+// One block per row of `hidden` values, held in registers between the sum of squares and
+// the scaling: each thread takes packs threadIdx.x, threadIdx.x + kNormThreads, ...
+// Needs hidden % Pack::kSize == 0, hidden <= kNormThreads * kNormPacks * Pack::kSize and
+// 16-byte aligned rows (the launcher checks; otherwise add_rms_norm_scalar runs).
+template <typename T>
+__global__ void __launch_bounds__(kNormThreads)
+    add_rms_norm_packed(const T* __restrict__ x, const T* __restrict__ residual, const T* __restrict__ weight,
+                        T* __restrict__ sum_out, T* __restrict__ norm_out, int hidden, float eps) {
+  using P = Pack<T>;
+  constexpr int kSize = P::kSize;
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
+  const int packs = hidden / kSize;
+  float vals[kNormPacks][kSize];
+  float squares = 0.f;
+#pragma unroll
+  for (int r = 0; r < kNormPacks; r++) {
+    const int pi = threadIdx.x + r * kNormThreads;
+    if (pi >= packs) break;
+    const P xp = reinterpret_cast<const P*>(x + base)[pi];
+    P rp, sp;
+    if (residual != nullptr) rp = reinterpret_cast<const P*>(residual + base)[pi];
+#pragma unroll
+    for (int e = 0; e < kSize; e++) {
+      float v = load(&xp.v[e]);
+      if (residual != nullptr) {
+        v = rounded<T>(v + load(&rp.v[e]));
+        sp.v[e] = cast<T>(v);
+      }
+      vals[r][e] = v;
+      squares += v * v;
+    }
+    if (residual != nullptr) reinterpret_cast<P*>(sum_out + base)[pi] = sp;
+  }
+  __shared__ float partial[kNormThreads / 32];
+  __shared__ float inv_rms;
+  squares = warp_sum(squares);
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  if (lane == 0) partial[warp] = squares;
+  __syncthreads();
+  if (warp == 0) {
+    float total = lane < kNormThreads / 32 ? partial[lane] : 0.f;
+    total = warp_sum(total);
+    if (lane == 0) inv_rms = rsqrtf(total / static_cast<float>(hidden) + eps);
+  }
+  __syncthreads();
+  const float r_inv = inv_rms;
+#pragma unroll
+  for (int r = 0; r < kNormPacks; r++) {
+    const int pi = threadIdx.x + r * kNormThreads;
+    if (pi >= packs) break;
+    P wp, op;
+    if (weight != nullptr) wp = reinterpret_cast<const P*>(weight)[pi];
+#pragma unroll
+    for (int e = 0; e < kSize; e++) {
+      const float y = rounded<T>(vals[r][e] * r_inv);
+      op.v[e] = cast<T>(weight != nullptr ? load(&wp.v[e]) * y : y);
+    }
+    reinterpret_cast<P*>(norm_out + base)[pi] = op;
+  }
+}
+
+// Any hidden size and alignment: one block per row, the sum re-read in the second pass.
+template <typename T>
+__global__ void add_rms_norm_scalar(const T* __restrict__ x, const T* __restrict__ residual,
                                     const T* __restrict__ weight, T* __restrict__ sum_out, T* __restrict__ norm_out,
                                     int64_t hidden, float eps) {
   const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
@@ -88,76 +163,104 @@ __global__ void add_rms_norm_kernel(const T* __restrict__ x, const T* __restrict
   }
 }
 
+// One block per token; each thread rotates pairs (d, d + dim / 2) of one head, so every
+// input is read once and no 64-bit division runs per element.
 template <typename T>
 __global__ void rotary_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ cos,
-                              const T* __restrict__ sin, T* __restrict__ q_out, T* __restrict__ k_out, int64_t tokens,
-                              int64_t q_heads, int64_t k_heads, int64_t dim, int64_t q_row, int64_t k_row) {
-  const int64_t heads = q_heads + k_heads;
-  const int64_t n = tokens * heads * dim;
-  const int64_t half = dim / 2;
-  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t d = idx % dim;
-    const int64_t head = (idx / dim) % heads;
-    const int64_t token = idx / (dim * heads);
+                              const T* __restrict__ sin, T* __restrict__ q_out, T* __restrict__ k_out, int q_heads,
+                              int k_heads, int dim, int64_t q_row, int64_t k_row) {
+  const int64_t token = blockIdx.x;
+  const int half = dim / 2;
+  const T* c = cos + token * dim;
+  const T* s = sin + token * dim;
+  for (int pair = threadIdx.x; pair < (q_heads + k_heads) * half; pair += blockDim.x) {
+    const int head = pair / half;
+    const int d = pair - head * half;
     const bool is_q = head < q_heads;
-    const int64_t h = is_q ? head : head - q_heads;
+    const int h = is_q ? head : head - q_heads;
     const T* src = (is_q ? q + token * q_row : k + token * k_row) + h * dim;
     T* dst = (is_q ? q_out + token * q_heads * dim : k_out + token * k_heads * dim) + h * dim;
-    const float partner = d < half ? -load(src + d + half) : load(src + d - half);
-    const float a = rounded<T>(load(src + d) * load(cos + token * dim + d));
-    const float b = rounded<T>(partner * load(sin + token * dim + d));
-    dst[d] = cast<T>(a + b);
+    const float x1 = load(src + d);
+    const float x2 = load(src + d + half);
+    // out = x * cos + rotate_half(x) * sin, rotate_half(x1, x2) = (-x2, x1)
+    dst[d] = cast<T>(rounded<T>(x1 * load(c + d)) + rounded<T>(-x2 * load(s + d)));
+    dst[d + half] = cast<T>(rounded<T>(x2 * load(c + d + half)) + rounded<T>(x1 * load(s + d + half)));
   }
 }
 
-template <typename T>
+// Grid (column blocks, row blocks); rows beyond gridDim.y loop. PACKED: 16-byte packs
+// (cols % Pack::kSize == 0 and aligned rows, checked by the launcher); otherwise one
+// element per thread.
+template <typename T, bool PACKED>
 __global__ void silu_mul_kernel(const T* __restrict__ gate, const T* __restrict__ up, T* __restrict__ out, int64_t rows,
-                                int64_t cols, int64_t in_row) {
-  const int64_t n = rows * cols;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t at = (i / cols) * in_row + i % cols;
-    const float g = load(gate + at);
-    const float act = rounded<T>(g / (1.f + expf(-g)));
-    out[i] = cast<T>(act * load(up + at));
+                                int cols, int64_t in_row) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+    if constexpr (PACKED) {
+      using P = Pack<T>;
+      if (i >= cols / P::kSize) return;
+      const P gp = reinterpret_cast<const P*>(gate + row * in_row)[i];
+      const P up_p = reinterpret_cast<const P*>(up + row * in_row)[i];
+      P op;
+#pragma unroll
+      for (int e = 0; e < P::kSize; e++) {
+        const float g = load(&gp.v[e]);
+        op.v[e] = cast<T>(rounded<T>(g / (1.f + expf(-g))) * load(&up_p.v[e]));
+      }
+      reinterpret_cast<P*>(out + row * cols)[i] = op;
+    } else {
+      if (i >= cols) return;
+      const float g = load(gate + row * in_row + i);
+      out[row * cols + i] = cast<T>(rounded<T>(g / (1.f + expf(-g))) * load(up + row * in_row + i));
+    }
   }
 }
-
 
 // ---- decode attention over the slot KV cache ---------------------------------------
+//
+// Split over keys (flash-decoding): block (row, kv head, split) takes keys
+// [split * kAttnChunk, (split + 1) * kAttnChunk) of the row's slot and writes an
+// unnormalised partial (running max, sum of exponentials, weighted values) per query
+// head; a second kernel merges the splits. Enough blocks fill the GPU at batch 1 and at
+// long contexts alike.
 
 constexpr int kAttnWarps = 8;
-// Keys one warp loads before using them, so several loads are in flight at once.
+constexpr int kAttnChunk = 64;
+// Keys a warp loads before using them, so several loads are in flight at once.
 constexpr int kAttnKeysPerStep = 4;
 
-// One block per (row, kv head); warp w takes keys w, w + 8, ...; lane l holds dims
-// [l * D / 32, (l + 1) * D / 32) of q, k, v and the output for all G query heads.
+// Warp w takes keys w, w + 8, ... of the chunk; lane l holds dims [l * D / 32,
+// (l + 1) * D / 32) of q, k, v and the accumulators for all G query heads.
 template <typename T, int D, int G>
 __global__ void __launch_bounds__(kAttnWarps * 32)
-    slot_decode_attention_kernel(const T* __restrict__ q, const T* __restrict__ k_new, const T* __restrict__ v_new,
-                                 T* __restrict__ k_cache, T* __restrict__ v_cache,
-                                 const int64_t* __restrict__ write_index, T* __restrict__ out, int64_t k_row,
-                                 int64_t v_row, int64_t slot_tokens, int kv_heads, float scale) {
+    slot_decode_attention_partial(const T* __restrict__ q, const T* __restrict__ k_new, const T* __restrict__ v_new,
+                                  T* __restrict__ k_cache, T* __restrict__ v_cache,
+                                  const int64_t* __restrict__ write_index, float* __restrict__ part_o,
+                                  float* __restrict__ part_ml, int64_t k_row, int64_t v_row, int64_t slot_tokens,
+                                  int kv_heads, float scale) {
   constexpr int kDims = D / 32;
   const int b = blockIdx.x;
   const int h = blockIdx.y;
+  const int split = blockIdx.z;
+  const int splits = gridDim.z;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int64_t flat = write_index[b];
   const int64_t pos = flat % slot_tokens;
   const int64_t first = flat - pos;  // token row of position 0 of this slot
-  const int64_t length = pos + 1;
+  const int64_t begin = static_cast<int64_t>(split) * kAttnChunk;
+  const int64_t end = begin + kAttnChunk < pos + 1 ? begin + kAttnChunk : pos + 1;
+  const T* kn = k_new + b * k_row + h * D;
+  const T* vn = v_new + b * v_row + h * D;
 
-  // The new key and value go into the cache first; after the barrier every warp reads
-  // them back like any other position.
-  if (warp == 0) {
+  // The block whose chunk holds the new position stores the new key and value; every
+  // block reads that position from k_new / v_new, so no block waits for another.
+  if (begin <= pos && pos < begin + kAttnChunk && warp == 0) {
     for (int i = lane; i < D; i += 32) {
-      k_cache[(flat * kv_heads + h) * D + i] = k_new[b * k_row + h * D + i];
-      v_cache[(flat * kv_heads + h) * D + i] = v_new[b * v_row + h * D + i];
+      k_cache[(flat * kv_heads + h) * D + i] = kn[i];
+      v_cache[(flat * kv_heads + h) * D + i] = vn[i];
     }
   }
-  __syncthreads();
 
   float qr[G][kDims];
 #pragma unroll
@@ -174,22 +277,23 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
     for (int i = 0; i < kDims; i++) acc[g][i] = 0.f;
   }
 
-  for (int64_t j0 = warp; j0 < length; j0 += kAttnWarps * kAttnKeysPerStep) {
+  for (int64_t j0 = begin + warp; j0 < end; j0 += kAttnWarps * kAttnKeysPerStep) {
     float kk[kAttnKeysPerStep][kDims];
     float vv[kAttnKeysPerStep][kDims];
 #pragma unroll
     for (int u = 0; u < kAttnKeysPerStep; u++) {
       const int64_t j = j0 + u * kAttnWarps;
-      const int64_t at = ((first + (j < length ? j : 0)) * kv_heads + h) * D + lane * kDims;
+      const bool fresh = j == pos;
+      const int64_t at = ((first + (j < end ? j : begin)) * kv_heads + h) * D + lane * kDims;
 #pragma unroll
       for (int i = 0; i < kDims; i++) {
-        kk[u][i] = load(k_cache + at + i);
-        vv[u][i] = load(v_cache + at + i);
+        kk[u][i] = fresh ? load(kn + lane * kDims + i) : load(k_cache + at + i);
+        vv[u][i] = fresh ? load(vn + lane * kDims + i) : load(v_cache + at + i);
       }
     }
 #pragma unroll
     for (int u = 0; u < kAttnKeysPerStep; u++) {
-      if (j0 + u * kAttnWarps >= length) break;
+      if (j0 + u * kAttnWarps >= end) break;
 #pragma unroll
       for (int g = 0; g < G; g++) {
         float s = 0.f;
@@ -207,44 +311,67 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
     }
   }
 
-  // Merge the warps' partial softmaxes.
-  __shared__ float part_m[kAttnWarps][G];
-  __shared__ float part_l[kAttnWarps][G];
-  __shared__ float part_acc[kAttnWarps][G][D];
+  // Merge the warps, then store this split's partial for every query head.
+  __shared__ float warp_m[kAttnWarps][G];
+  __shared__ float warp_l[kAttnWarps][G];
+  __shared__ float warp_acc[kAttnWarps][G][D];
 #pragma unroll
   for (int g = 0; g < G; g++) {
     if (lane == 0) {
-      part_m[warp][g] = m[g];
-      part_l[warp][g] = l[g];
+      warp_m[warp][g] = m[g];
+      warp_l[warp][g] = l[g];
     }
 #pragma unroll
-    for (int i = 0; i < kDims; i++) part_acc[warp][g][lane * kDims + i] = acc[g][i];
+    for (int i = 0; i < kDims; i++) warp_acc[warp][g][lane * kDims + i] = acc[g][i];
   }
   __syncthreads();
   for (int e = threadIdx.x; e < G * D; e += kAttnWarps * 32) {
     const int g = e / D;
     const int d = e % D;
     float mx = -INFINITY;
-    for (int w = 0; w < kAttnWarps; w++) mx = fmaxf(mx, part_m[w][g]);
+    for (int w = 0; w < kAttnWarps; w++) mx = fmaxf(mx, warp_m[w][g]);
     float total = 0.f;
     float o = 0.f;
     for (int w = 0; w < kAttnWarps; w++) {
-      const float f = part_l[w][g] > 0.f ? expf(part_m[w][g] - mx) : 0.f;
-      total += part_l[w][g] * f;
-      o += part_acc[w][g][d] * f;
+      const float f = warp_l[w][g] > 0.f ? expf(warp_m[w][g] - mx) : 0.f;
+      total += warp_l[w][g] * f;
+      o += warp_acc[w][g][d] * f;
     }
-    out[((static_cast<int64_t>(b) * kv_heads + h) * G + g) * D + d] = cast<T>(o / total);
+    // (row, query head, split): D weighted values, then (max, sum).
+    const int64_t slot = (static_cast<int64_t>(b) * kv_heads * G + h * G + g) * splits + split;
+    part_o[slot * D + d] = o;
+    if (d == 0) {
+      part_ml[slot * 2] = mx;
+      part_ml[slot * 2 + 1] = total;
+    }
+  }
+}
+
+// Block (row, query head), one thread per dim: merges the splits' partials.
+template <typename T>
+__global__ void slot_decode_attention_merge(const float* __restrict__ part_o, const float* __restrict__ part_ml,
+                                            T* __restrict__ out, int splits, int dim) {
+  const int64_t head = static_cast<int64_t>(blockIdx.x) * gridDim.y + blockIdx.y;  // b * q_heads + query head
+  const float* ml = part_ml + head * splits * 2;
+  float mx = -INFINITY;
+  for (int s = 0; s < splits; s++)
+    if (ml[2 * s + 1] > 0.f) mx = fmaxf(mx, ml[2 * s]);
+  for (int d = threadIdx.x; d < dim; d += blockDim.x) {
+    float total = 0.f;
+    float o = 0.f;
+    for (int s = 0; s < splits; s++) {
+      if (!(ml[2 * s + 1] > 0.f)) continue;
+      const float f = expf(ml[2 * s] - mx);
+      total += ml[2 * s + 1] * f;
+      o += part_o[(head * splits + s) * dim + d] * f;
+    }
+    out[head * dim + d] = cast<T>(o / total);
   }
 }
 
 const char* launched() {
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
-}
-
-unsigned elementwise_blocks(int64_t n, int threads) {
-  const int64_t blocks = (n + threads - 1) / threads;
-  return static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
 }
 
 // Calls fn with a typed null pointer selecting the storage type.
@@ -268,12 +395,13 @@ const char* dispatch(Dtype dtype, Fn&& fn) {
 
 template <typename T, int D>
 void launch_decode_attention(int64_t groups, dim3 grid, cudaStream_t stream, const void* q, const void* k_new,
-                             const void* v_new, void* k_cache, void* v_cache, const int64_t* write_index, void* out,
-                             int64_t k_row, int64_t v_row, int64_t slot_tokens, int kv_heads, float scale) {
-#define VT_DECODE_ATTENTION(G)                                                                              \
-  slot_decode_attention_kernel<T, D, G><<<grid, kAttnWarps * 32, 0, stream>>>(                              \
-      static_cast<const T*>(q), static_cast<const T*>(k_new), static_cast<const T*>(v_new),                 \
-      static_cast<T*>(k_cache), static_cast<T*>(v_cache), write_index, static_cast<T*>(out), k_row, v_row, \
+                             const void* v_new, void* k_cache, void* v_cache, const int64_t* write_index,
+                             float* part_o, float* part_ml, void* out, int64_t k_row, int64_t v_row,
+                             int64_t slot_tokens, int kv_heads, float scale) {
+#define VT_DECODE_ATTENTION(G)                                                                        \
+  slot_decode_attention_partial<T, D, G><<<grid, kAttnWarps * 32, 0, stream>>>(                       \
+      static_cast<const T*>(q), static_cast<const T*>(k_new), static_cast<const T*>(v_new),           \
+      static_cast<T*>(k_cache), static_cast<T*>(v_cache), write_index, part_o, part_ml, k_row, v_row, \
       slot_tokens, kv_heads, scale)
   switch (groups) {
     case 1: VT_DECODE_ATTENTION(1); break;
@@ -283,9 +411,12 @@ void launch_decode_attention(int64_t groups, dim3 grid, cudaStream_t stream, con
     case 6: VT_DECODE_ATTENTION(6); break;
     case 7: VT_DECODE_ATTENTION(7); break;
     case 8: VT_DECODE_ATTENTION(8); break;
-    default: break;
+    default: return;
   }
 #undef VT_DECODE_ATTENTION
+  const dim3 merge_grid(grid.x, static_cast<unsigned>(kv_heads * groups));
+  slot_decode_attention_merge<T><<<merge_grid, D, 0, stream>>>(part_o, part_ml, static_cast<T*>(out),
+                                                               static_cast<int>(grid.z), D);
 }
 
 }  // namespace
@@ -294,17 +425,24 @@ bool slot_decode_attention_supported(int64_t groups, int64_t dim) {
   return dim == 128 && (groups == 1 || groups == 2 || (groups >= 4 && groups <= 8));
 }
 
+int64_t slot_decode_attention_splits(int64_t max_length) {
+  return max_length <= kAttnChunk ? 1 : (max_length + kAttnChunk - 1) / kAttnChunk;
+}
+
 const char* slot_decode_attention(Dtype dtype, const void* q, const void* k_new, const void* v_new, void* k_cache,
-                                  void* v_cache, const int64_t* write_index, void* out, int64_t batch,
-                                  int64_t kv_heads, int64_t groups, int64_t dim, int64_t k_row, int64_t v_row,
-                                  int64_t slot_tokens, float scale, void* stream) {
+                                  void* v_cache, const int64_t* write_index, float* part_o, float* part_ml,
+                                  void* out, int64_t batch, int64_t kv_heads, int64_t groups, int64_t dim,
+                                  int64_t k_row, int64_t v_row, int64_t slot_tokens, int64_t max_length, float scale,
+                                  void* stream) {
   if (!slot_decode_attention_supported(groups, dim)) return "slot_decode_attention: unsupported head layout";
   if (batch == 0) return nullptr;
-  const dim3 grid(static_cast<unsigned>(batch), static_cast<unsigned>(kv_heads));
+  const dim3 grid(static_cast<unsigned>(batch), static_cast<unsigned>(kv_heads),
+                  static_cast<unsigned>(slot_decode_attention_splits(max_length)));
   return dispatch(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     launch_decode_attention<T, 128>(groups, grid, static_cast<cudaStream_t>(stream), q, k_new, v_new, k_cache, v_cache,
-                                    write_index, out, k_row, v_row, slot_tokens, static_cast<int>(kv_heads), scale);
+                                    write_index, part_o, part_ml, out, k_row, v_row, slot_tokens,
+                                    static_cast<int>(kv_heads), scale);
   });
 }
 
@@ -313,33 +451,54 @@ const char* add_rms_norm(Dtype dtype, const void* x, const void* residual, const
   if (rows == 0) return nullptr;
   return dispatch(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    add_rms_norm_kernel<T><<<static_cast<unsigned>(rows), kNormThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const T*>(x), static_cast<const T*>(residual), static_cast<const T*>(weight),
-        static_cast<T*>(sum_out), static_cast<T*>(norm_out), hidden, eps);
+    const auto s = static_cast<cudaStream_t>(stream);
+    const int64_t pack = Pack<T>::kSize;
+    const bool packed = hidden % pack == 0 && hidden <= kNormThreads * kNormPacks * pack && aligned16(x) &&
+                        aligned16(residual) && aligned16(weight) && aligned16(sum_out) && aligned16(norm_out);
+    if (packed) {
+      add_rms_norm_packed<T><<<static_cast<unsigned>(rows), kNormThreads, 0, s>>>(
+          static_cast<const T*>(x), static_cast<const T*>(residual), static_cast<const T*>(weight),
+          static_cast<T*>(sum_out), static_cast<T*>(norm_out), static_cast<int>(hidden), eps);
+    } else {
+      add_rms_norm_scalar<T><<<static_cast<unsigned>(rows), kNormThreads, 0, s>>>(
+          static_cast<const T*>(x), static_cast<const T*>(residual), static_cast<const T*>(weight),
+          static_cast<T*>(sum_out), static_cast<T*>(norm_out), hidden, eps);
+    }
   });
 }
 
 const char* rotary(Dtype dtype, const void* q, const void* k, const void* cos, const void* sin, void* q_out,
                    void* k_out, int64_t tokens, int64_t q_heads, int64_t k_heads, int64_t dim, int64_t q_row,
                    int64_t k_row, void* stream) {
-  const int64_t n = tokens * (q_heads + k_heads) * dim;
-  if (n == 0) return nullptr;
+  if (tokens == 0 || dim == 0) return nullptr;
+  const int64_t pairs = (q_heads + k_heads) * (dim / 2);
+  const int threads = pairs >= 256 ? 256 : static_cast<int>((pairs + 31) / 32 * 32);
   return dispatch(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    rotary_kernel<T><<<elementwise_blocks(n, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+    rotary_kernel<T><<<static_cast<unsigned>(tokens), threads, 0, static_cast<cudaStream_t>(stream)>>>(
         static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(cos), static_cast<const T*>(sin),
-        static_cast<T*>(q_out), static_cast<T*>(k_out), tokens, q_heads, k_heads, dim, q_row, k_row);
+        static_cast<T*>(q_out), static_cast<T*>(k_out), static_cast<int>(q_heads), static_cast<int>(k_heads),
+        static_cast<int>(dim), q_row, k_row);
   });
 }
 
 const char* silu_mul(Dtype dtype, const void* gate, const void* up, void* out, int64_t rows, int64_t cols,
                      int64_t in_row, void* stream) {
-  const int64_t n = rows * cols;
-  if (n == 0) return nullptr;
+  if (rows == 0 || cols == 0) return nullptr;
   return dispatch(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    silu_mul_kernel<T><<<elementwise_blocks(n, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), rows, cols, in_row);
+    const auto s = static_cast<cudaStream_t>(stream);
+    const int64_t pack = Pack<T>::kSize;
+    const bool packed = cols % pack == 0 && in_row % pack == 0 && aligned16(gate) && aligned16(up) && aligned16(out);
+    const int64_t units = packed ? cols / pack : cols;
+    const dim3 grid(static_cast<unsigned>((units + 255) / 256), static_cast<unsigned>(rows < 65535 ? rows : 65535));
+    if (packed) {
+      silu_mul_kernel<T, true><<<grid, 256, 0, s>>>(static_cast<const T*>(gate), static_cast<const T*>(up),
+                                                     static_cast<T*>(out), rows, static_cast<int>(cols), in_row);
+    } else {
+      silu_mul_kernel<T, false><<<grid, 256, 0, s>>>(static_cast<const T*>(gate), static_cast<const T*>(up),
+                                                      static_cast<T*>(out), rows, static_cast<int>(cols), in_row);
+    }
   });
 }
 

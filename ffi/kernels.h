@@ -45,14 +45,18 @@ const char* silu_mul(Dtype dtype, const void* gate, const void* up, void* out, i
 //   k_cache, v_cache  (tokens, kv_heads, dim) contiguous: slot s holds tokens
 //            [s * slot_tokens, (s + 1) * slot_tokens)
 //   write_index (batch,) int64: the flat token row of each row's new position
-// Writes the new key and value at write_index, then attends over positions 0..p of the
-// row's slot (p = write_index % slot_tokens): causal by construction, no mask. Scores,
-// softmax and the weighted sum run in float32 (online softmax per warp, then merged).
+// Writes the new key and value at write_index and attends over positions 0..p of the
+// row's slot (p = write_index % slot_tokens): causal by construction, no mask. Every p
+// must be below max_length, which sets how many key splits run (the scratch part_o holds
+// batch * kv_heads * groups * splits * dim floats, part_ml twice splits per head).
+// Scores, softmax and the weighted sum run in float32.
 // out: (batch, kv_heads * groups, dim) contiguous.
 bool slot_decode_attention_supported(int64_t groups, int64_t dim);
+int64_t slot_decode_attention_splits(int64_t max_length);
 const char* slot_decode_attention(Dtype dtype, const void* q, const void* k_new, const void* v_new, void* k_cache,
-                                  void* v_cache, const int64_t* write_index, void* out, int64_t batch,
-                                  int64_t kv_heads, int64_t groups, int64_t dim, int64_t k_row, int64_t v_row,
-                                  int64_t slot_tokens, float scale, void* stream);
+                                  void* v_cache, const int64_t* write_index, float* part_o, float* part_ml,
+                                  void* out, int64_t batch, int64_t kv_heads, int64_t groups, int64_t dim,
+                                  int64_t k_row, int64_t v_row, int64_t slot_tokens, int64_t max_length, float scale,
+                                  void* stream);
 
 }  // namespace vt::kernels

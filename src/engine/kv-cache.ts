@@ -208,7 +208,7 @@ class StepAttention implements AttentionBackend {
     const c = this.cache.layer(layer);
     if (T === 1 && !this.cache.mathAttention) {
       // One kernel writes the new key/value and attends (CUDA); undefined elsewhere.
-      const out = F.slotDecodeAttention(q, k, v, c.flatKeys, c.flatValues, this.at.writeIndex, this.cache.slotTokens, D ** -0.5);
+      const out = F.slotDecodeAttention(q, k, v, c.flatKeys, c.flatValues, this.at.writeIndex, this.cache.slotTokens, this.at.window, D ** -0.5);
       if (out) return out;
     }
     c.flatKeys.indexCopy_(0, this.at.writeIndex, k.permute(0, 2, 1, 3).reshape(B * T, H, D));

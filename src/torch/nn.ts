@@ -62,6 +62,8 @@ export function siluMul(gate: Tensor, up: Tensor): Tensor {
  *   k, v:             (B, kvHeads, 1, headDim), heads and dims dense within each row
  *   cacheK, cacheV:   (tokens, kvHeads, headDim); slot s holds tokens [s * slotTokens, (s + 1) * slotTokens)
  *   writeIndex:       (B,) int64, the flat token row of each row's new position
+ *   maxLength:        above every row's new position (it sets how the keys are split
+ *                     across blocks; a CUDA graph captures it with its attention window)
  * Returns (B, qHeads, 1, headDim), or undefined where the kernel does not apply (CPU, no
  * fused kernels, gradients, a head layout it has no variant for); the caller then writes
  * the cache and runs scaledDotProductAttention.
@@ -74,9 +76,10 @@ export function slotDecodeAttention(
   cacheV: Tensor,
   writeIndex: Tensor,
   slotTokens: number,
+  maxLength: number,
   scale: number,
 ): Tensor | undefined {
-  check(S.vt_slot_decode_attention(q._h, k._h, v._h, cacheK._h, cacheV._h, writeIndex._h, slotTokens, scale, OUT_PTR));
+  check(S.vt_slot_decode_attention(q._h, k._h, v._h, cacheK._h, cacheV._h, writeIndex._h, slotTokens, maxLength, scale, OUT_PTR));
   return OUT[0] === 0 ? undefined : new Tensor(OUT[0]!);
 }
 

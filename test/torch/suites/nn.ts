@@ -102,10 +102,11 @@ export function nnSuite(device: string): void {
         const randn = (shape: number[], dtype: torch.DType) => torch.randn(shape, { generator: g, device }).to(dtype);
         // libtorch 1.13's CPU kernels have no float16 silu.
         const dtypes: torch.DType[] = device === "cpu" ? ["f32", "bf16"] : ["f32", "bf16", "f16"];
-        for (const dtype of dtypes) {
-          const x = randn([3, 5, 64], dtype);
-          const res = randn([3, 5, 64], dtype);
-          const w = randn([64], dtype);
+        // 64 takes the kernels' 16-byte vector path; 36 their element-wise path.
+        for (const [dtype, hidden] of dtypes.flatMap((d) => [64, 36].map((h) => [d, h] as const))) {
+          const x = randn([3, 5, hidden], dtype);
+          const res = randn([3, 5, hidden], dtype);
+          const w = randn([hidden], dtype);
           const q = randn([3, 5, 4, 32], dtype);
           const k = randn([3, 5, 2, 32], dtype);
           const ang = randn([3, 5, 32], "f32");
@@ -117,8 +118,8 @@ export function nnSuite(device: string): void {
               const packed = torch.cat([q.reshape(3, 5, 128), k.reshape(3, 5, 64), x], -1);
               const qs = packed.narrow(-1, 0, 128).view(3, 5, 4, 32);
               const ks = packed.narrow(-1, 128, 64).view(3, 5, 2, 32);
-              const gs = packed.narrow(-1, 192, 32);
-              const us = packed.narrow(-1, 224, 32);
+              const gs = packed.narrow(-1, 192, hidden / 2);
+              const us = packed.narrow(-1, 192 + hidden / 2, hidden / 2);
               return [F.rmsNorm(x, w, 1e-6), n.sum, n.normed, ...F.rotary(q, k, c, s), F.siluMul(x, res), ...F.rotary(qs, ks, c, s), F.siluMul(gs, us)].map(
                 (t) => values(t.float()),
               );
@@ -152,9 +153,10 @@ export function nnSuite(device: string): void {
       const g = new torch.Generator({ seed: 3, device });
       torch.tidy(() => {
         const randn = (shape: number[], dtype: torch.DType) => torch.randn(shape, { generator: g, device }).to(dtype);
-        const [B, D, slotTokens] = [3, 128, 64];
+        // Positions inside the first key chunk, on a chunk boundary, and at the slot's end.
+        const [B, D, slotTokens] = [3, 128, 256];
         const slots = [2, 0, 3];
-        const positions = [5, 0, 63];
+        const positions = [5, 64, 255];
         const writeIndex = torch.tensor(slots.map((s, b) => s * slotTokens + positions[b]!), [B], { dtype: "i64", device });
         for (const dtype of ["f32", "bf16"] as const) {
           for (const [Hq, Hk] of [
@@ -169,7 +171,7 @@ export function nnSuite(device: string): void {
             const k = kv.narrow(-1, 0, Hk * D).view(B, 1, Hk, D).transpose(1, 2);
             const v = kv.narrow(-1, Hk * D, Hk * D).view(B, 1, Hk, D).transpose(1, 2);
             const [kc, vc] = [cacheK.clone(), cacheV.clone()];
-            const out = torch.noGrad(() => F.slotDecodeAttention(q, k, v, kc, vc, writeIndex, slotTokens, D ** -0.5));
+            const out = torch.noGrad(() => F.slotDecodeAttention(q, k, v, kc, vc, writeIndex, slotTokens, slotTokens, D ** -0.5));
             if (out === undefined) {
               // Only CUDA builds with the fused kernels have it.
               expect(device === "cpu" || !F.fusedKernels()).toBe(true);
