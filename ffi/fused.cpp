@@ -269,7 +269,13 @@ VT_API int32_t vt_slot_decode_attention(void* qh, void* kh, void* vh, void* kch,
   TORCH_CHECK(wi.dim() == 1 && wi.size(0) == batch, "slot_decode_attention: write_index must be (B,)");
   const int64_t groups = q.size(1) / kv_heads;
   // Per row: heads then dims dense; rows anywhere (stride of dim 0).
-  auto dense_rows = [&](const at::Tensor& t) { return t.stride(3) == 1 && (t.size(1) == 1 || t.stride(1) == dim); };
+  // Per row: heads then dims dense, starting on a 16-byte boundary (the kernel loads
+  // keys and values in 16-byte packs); rows anywhere (stride of dim 0).
+  auto dense_rows = [&](const at::Tensor& t) {
+    const int64_t bytes = static_cast<int64_t>(t.element_size());
+    return t.stride(3) == 1 && (t.size(1) == 1 || t.stride(1) == dim) &&
+           reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 && (t.size(0) == 1 || (t.stride(0) * bytes) % 16 == 0);
+  };
   vt::kernels::Dtype dtype;
   const bool applies = vt::kernels::slot_decode_attention_supported(groups, dim) && dense_rows(k) && dense_rows(v) &&
                        q.is_contiguous() && kc.is_contiguous() && vc.is_contiguous() && wi.is_contiguous() &&
