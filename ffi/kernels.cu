@@ -220,15 +220,17 @@ __global__ void silu_mul_kernel(const T* __restrict__ gate, const T* __restrict_
 //
 // Split over keys (flash-decoding): block (row, kv head, split) takes keys
 // [split * kAttnChunk, (split + 1) * kAttnChunk) of the row's slot for all G query heads
-// of that kv head, so every key and value is read once. Three phases: scores (groups of
-// kAttnLanes lanes own one key each, queries in shared memory), a softmax per head over
-// the chunk, and the weighted sum of values (thread d owns output dim d of every head).
-// Each block writes an unnormalised partial (max, sum of exponentials, weighted values)
-// per head; a second kernel merges the splits.
+// of that kv head, so every key and value is read once. The block first copies its
+// chunk of keys and values into shared memory with every load in flight at once (decode
+// attention is bound by memory latency, not arithmetic), then: scores (groups of
+// kAttnLanes lanes own one key each), a softmax per head over the chunk, and the
+// weighted sum of values (thread d owns output dim d of every head). Each block writes an
+// unnormalised partial (max, sum of exponentials, weighted values) per head; a second
+// kernel merges the splits.
 
 constexpr int kAttnWarps = 4;
 constexpr int kAttnThreads = kAttnWarps * 32;
-constexpr int kAttnChunk = 64;
+constexpr int kAttnChunk = 32;
 constexpr int kAttnLanes = 8;
 constexpr int kAttnGroups = 32 / kAttnLanes;  // keys a warp scores at once
 
@@ -245,11 +247,10 @@ __global__ void __launch_bounds__(kAttnThreads)
                                   float* __restrict__ part_ml, int64_t k_row, int64_t v_row, int64_t slot_tokens,
                                   int kv_heads, float scale) {
   static_assert(D == kAttnThreads, "phase 3 maps one thread to each head dim");
-  static_assert(kAttnChunk == 64, "phase 2 gives each lane two keys of the chunk");
+  static_assert(kAttnChunk == 32, "phase 2 gives each lane one key of the chunk");
   constexpr int kDims = D / kAttnLanes;  // dims of a key per lane in phase 1
   using P = Pack<T>;
-  constexpr int kPacks = kDims / P::kSize;
-  static_assert(kDims % P::kSize == 0, "a lane's dims must be whole 16-byte packs");
+  constexpr int kRowPacks = D / P::kSize;  // 16-byte packs per key row
   const int b = blockIdx.x;
   const int h = blockIdx.y;
   const int split = blockIdx.z;
@@ -268,37 +269,59 @@ __global__ void __launch_bounds__(kAttnThreads)
   const T* kn = k_new + b * k_row + h * D;
   const T* vn = v_new + b * v_row + h * D;
 
-  // The block whose chunk holds the new position stores the new key and value; every
-  // block reads that position from k_new / v_new, so no block waits for another.
-  if (begin <= pos && pos < begin + kAttnChunk && warp == 0) {
-    for (int i = lane; i < D; i += 32) {
-      k_cache[(flat * kv_heads + h) * D + i] = kn[i];
-      v_cache[(flat * kv_heads + h) * D + i] = vn[i];
-    }
-  }
-
+  __shared__ P k_s[kAttnChunk][kRowPacks];
+  __shared__ P v_s[kAttnChunk][kRowPacks];
   __shared__ float q_s[G][D];
   __shared__ float prob[G][kAttnChunk];
   __shared__ float head_m[G];
   __shared__ float head_l[G];
+
+  // The chunk's keys and values (the new position from k_new / v_new, so no block waits
+  // for another): all loads first, into registers, then the stores, so every load of
+  // the block is in flight at once. The block holding the new position stores it in the
+  // cache.
+  constexpr int kRounds = kAttnChunk * kRowPacks / kAttnThreads;
+  P kr[kRounds], vr[kRounds];
+#pragma unroll
+  for (int r = 0; r < kRounds; r++) {
+    const int e = threadIdx.x + r * kAttnThreads;
+    const int jj = e / kRowPacks;
+    const int part = e % kRowPacks;
+    const int64_t j = begin + jj;
+    if (jj < count) {
+      const T* ksrc = j == pos ? kn : k_cache + ((first + j) * kv_heads + h) * D;
+      const T* vsrc = j == pos ? vn : v_cache + ((first + j) * kv_heads + h) * D;
+      kr[r] = reinterpret_cast<const P*>(ksrc)[part];
+      vr[r] = reinterpret_cast<const P*>(vsrc)[part];
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRounds; r++) {
+    const int e = threadIdx.x + r * kAttnThreads;
+    const int jj = e / kRowPacks;
+    const int part = e % kRowPacks;
+    if (jj < count) {
+      k_s[jj][part] = kr[r];
+      v_s[jj][part] = vr[r];
+      if (begin + jj == pos) {
+        reinterpret_cast<P*>(k_cache + (flat * kv_heads + h) * D)[part] = kr[r];
+        reinterpret_cast<P*>(v_cache + (flat * kv_heads + h) * D)[part] = vr[r];
+      }
+    }
+  }
   const T* qb = q + (static_cast<int64_t>(b) * q_heads + h * G) * D;
   for (int e = threadIdx.x; e < G * D; e += kAttnThreads) q_s[e / D][e % D] = load(qb + e) * scale;
   __syncthreads();
 
-  // Phase 1: scores. The loop bound is the same for the whole warp (shuffles need every
-  // lane); a group whose key is past the end loads a valid row and records -inf.
+  // Phase 1: scores. Every lane takes part in the shuffles; keys past the count score -inf.
+  const T* k_flat = reinterpret_cast<const T*>(k_s);
   for (int j0 = warp * kAttnGroups; j0 < kAttnChunk; j0 += kAttnWarps * kAttnGroups) {
     const int jj = j0 + group;
     const bool valid = jj < count;
-    const int64_t j = begin + (valid ? jj : 0);
-    const T* kp = valid && j == pos ? kn : k_cache + ((first + j) * kv_heads + h) * D;
+    const T* kp = k_flat + (valid ? jj : 0) * D + sub * kDims;
     float kk[kDims];
 #pragma unroll
-    for (int pk = 0; pk < kPacks; pk++) {
-      const P pack = reinterpret_cast<const P*>(kp + sub * kDims)[pk];
-#pragma unroll
-      for (int e = 0; e < P::kSize; e++) kk[pk * P::kSize + e] = load(&pack.v[e]);
-    }
+    for (int i = 0; i < kDims; i++) kk[i] = load(kp + i);
 #pragma unroll
     for (int g = 0; g < G; g++) {
       float s = 0.f;
@@ -311,16 +334,13 @@ __global__ void __launch_bounds__(kAttnThreads)
   }
   __syncthreads();
 
-  // Phase 2: softmax numerators per head over the chunk (a warp per head, two keys per lane).
+  // Phase 2: softmax numerators per head over the chunk (a warp per head, a key per lane).
   for (int g = warp; g < G; g += kAttnWarps) {
     const float a = prob[g][lane];
-    const float c = prob[g][lane + 32];
-    const float mx = warp_max(fmaxf(a, c));
-    const float pa = a == -INFINITY ? 0.f : expf(a - mx);
-    const float pc = c == -INFINITY ? 0.f : expf(c - mx);
-    prob[g][lane] = pa;
-    prob[g][lane + 32] = pc;
-    const float total = warp_sum(pa + pc);
+    const float mx = warp_max(a);
+    const float p = a == -INFINITY ? 0.f : expf(a - mx);
+    prob[g][lane] = p;
+    const float total = warp_sum(p);
     if (lane == 0) {
       head_m[g] = mx;
       head_l[g] = total;
@@ -330,13 +350,12 @@ __global__ void __launch_bounds__(kAttnThreads)
 
   // Phase 3: weighted values; thread d owns dim d of every head.
   const int d = threadIdx.x;
+  const T* v_flat = reinterpret_cast<const T*>(v_s);
   float o[G];
 #pragma unroll
   for (int g = 0; g < G; g++) o[g] = 0.f;
-#pragma unroll 8
   for (int jj = 0; jj < count; jj++) {
-    const int64_t j = begin + jj;
-    const float vd = j == pos ? load(vn + d) : load(v_cache + ((first + j) * kv_heads + h) * D + d);
+    const float vd = load(v_flat + jj * D + d);
 #pragma unroll
     for (int g = 0; g < G; g++) o[g] += prob[g][jj] * vd;
   }
