@@ -218,44 +218,36 @@ __global__ void silu_mul_kernel(const T* __restrict__ gate, const T* __restrict_
 
 // ---- decode attention over the slot KV cache ---------------------------------------
 //
-// Split over keys (flash-decoding): block (row, kv head, split) takes keys
-// [split * kAttnChunk, (split + 1) * kAttnChunk) of the row's slot for all G query heads
-// of that kv head, so every key and value is read once. The block first copies its
-// chunk of keys and values into shared memory with every load in flight at once (decode
-// attention is bound by memory latency, not arithmetic), then: scores (groups of
-// kAttnLanes lanes own one key each), a softmax per head over the chunk, and the
-// weighted sum of values (thread d owns output dim d of every head). Each block writes an
-// unnormalised partial (max, sum of exponentials, weighted values) per head; a second
-// kernel merges the splits.
+// Split over keys (flash-decoding): block (row, pair of query heads, split) takes keys
+// [split * kAttnChunk, (split + 1) * kAttnChunk) of the row's slot and writes an
+// unnormalised partial (running max, sum of exponentials, weighted values) per query
+// head; a second kernel merges the splits. Inside a block, groups of kAttnLanes lanes
+// each own one key at a time (every lane holds D / kAttnLanes dims of it), so a warp
+// works on 32 / kAttnLanes keys at once and a dot product needs three shuffles. Each
+// group keeps its own online softmax; groups, then warps, merge at the end.
 
 constexpr int kAttnWarps = 4;
-constexpr int kAttnThreads = kAttnWarps * 32;
-constexpr int kAttnChunk = 32;
+constexpr int kAttnChunk = 64;
 constexpr int kAttnLanes = 8;
-constexpr int kAttnGroups = 32 / kAttnLanes;  // keys a warp scores at once
+constexpr int kAttnGroups = 32 / kAttnLanes;  // keys a warp works on at once
 
-__device__ __forceinline__ float warp_max(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-}
-
-template <typename T, int D, int G>
-__global__ void __launch_bounds__(kAttnThreads)
+template <typename T, int D, int HB>
+__global__ void __launch_bounds__(kAttnWarps * 32)
     slot_decode_attention_partial(const T* __restrict__ q, const T* __restrict__ k_new, const T* __restrict__ v_new,
                                   T* __restrict__ k_cache, T* __restrict__ v_cache,
                                   const int64_t* __restrict__ write_index, float* __restrict__ part_o,
                                   float* __restrict__ part_ml, int64_t k_row, int64_t v_row, int64_t slot_tokens,
-                                  int kv_heads, float scale) {
-  static_assert(D == kAttnThreads, "phase 3 maps one thread to each head dim");
-  static_assert(kAttnChunk == 32, "phase 2 gives each lane one key of the chunk");
-  constexpr int kDims = D / kAttnLanes;  // dims of a key per lane in phase 1
+                                  int kv_heads, int groups, float scale) {
+  constexpr int kDims = D / kAttnLanes;  // dims per lane
   using P = Pack<T>;
-  constexpr int kRowPacks = D / P::kSize;  // 16-byte packs per key row
+  constexpr int kPacks = kDims / P::kSize;
+  static_assert(kDims % P::kSize == 0, "a lane's dims must be whole 16-byte packs");
   const int b = blockIdx.x;
-  const int h = blockIdx.y;
+  const int hq0 = blockIdx.y * HB;  // first query head of this block
+  const int h = hq0 / groups;       // their kv head
+  const int q_heads = kv_heads * groups;
   const int split = blockIdx.z;
   const int splits = gridDim.z;
-  const int q_heads = kv_heads * G;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int group = lane / kAttnLanes;
@@ -265,108 +257,130 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int64_t first = flat - pos;  // token row of position 0 of this slot
   const int64_t begin = static_cast<int64_t>(split) * kAttnChunk;
   const int64_t end = begin + kAttnChunk < pos + 1 ? begin + kAttnChunk : pos + 1;
-  const int count = end > begin ? static_cast<int>(end - begin) : 0;  // keys of this chunk
   const T* kn = k_new + b * k_row + h * D;
   const T* vn = v_new + b * v_row + h * D;
 
-  __shared__ P k_s[kAttnChunk][kRowPacks];
-  __shared__ P v_s[kAttnChunk][kRowPacks];
-  __shared__ float q_s[G][D];
-  __shared__ float prob[G][kAttnChunk];
-  __shared__ float head_m[G];
-  __shared__ float head_l[G];
-
-  // The chunk's keys and values (the new position from k_new / v_new, so no block waits
-  // for another): all loads first, into registers, then the stores, so every load of
-  // the block is in flight at once. The block holding the new position stores it in the
-  // cache.
-  constexpr int kRounds = kAttnChunk * kRowPacks / kAttnThreads;
-  P kr[kRounds], vr[kRounds];
-#pragma unroll
-  for (int r = 0; r < kRounds; r++) {
-    const int e = threadIdx.x + r * kAttnThreads;
-    const int jj = e / kRowPacks;
-    const int part = e % kRowPacks;
-    const int64_t j = begin + jj;
-    if (jj < count) {
-      const T* ksrc = j == pos ? kn : k_cache + ((first + j) * kv_heads + h) * D;
-      const T* vsrc = j == pos ? vn : v_cache + ((first + j) * kv_heads + h) * D;
-      kr[r] = reinterpret_cast<const P*>(ksrc)[part];
-      vr[r] = reinterpret_cast<const P*>(vsrc)[part];
+  // One block per (row, kv head) stores the new key and value: the one whose chunk holds
+  // the new position, among the blocks of the kv head's first query heads. Every block
+  // reads that position from k_new / v_new, so no block waits for another.
+  if (hq0 % groups == 0 && begin <= pos && pos < begin + kAttnChunk && warp == 0) {
+    for (int i = lane; i < D; i += 32) {
+      k_cache[(flat * kv_heads + h) * D + i] = kn[i];
+      v_cache[(flat * kv_heads + h) * D + i] = vn[i];
     }
   }
+
+  float qr[HB][kDims];
 #pragma unroll
-  for (int r = 0; r < kRounds; r++) {
-    const int e = threadIdx.x + r * kAttnThreads;
-    const int jj = e / kRowPacks;
-    const int part = e % kRowPacks;
-    if (jj < count) {
-      k_s[jj][part] = kr[r];
-      v_s[jj][part] = vr[r];
-      if (begin + jj == pos) {
-        reinterpret_cast<P*>(k_cache + (flat * kv_heads + h) * D)[part] = kr[r];
-        reinterpret_cast<P*>(v_cache + (flat * kv_heads + h) * D)[part] = vr[r];
+  for (int hh = 0; hh < HB; hh++) {
+    const T* qp = q + (static_cast<int64_t>(b) * q_heads + hq0 + hh) * D + sub * kDims;
+#pragma unroll
+    for (int i = 0; i < kDims; i++) qr[hh][i] = load(qp + i) * scale;
+  }
+
+  float m[HB], l[HB], acc[HB][kDims];
+#pragma unroll
+  for (int hh = 0; hh < HB; hh++) {
+    m[hh] = -INFINITY;
+    l[hh] = 0.f;
+#pragma unroll
+    for (int i = 0; i < kDims; i++) acc[hh][i] = 0.f;
+  }
+
+  // The loop bound is the same for the whole warp (shuffles need every lane); a group
+  // whose key falls past the end loads a valid row and ignores it.
+  for (int64_t j0 = begin + warp * kAttnGroups; j0 < end; j0 += kAttnWarps * kAttnGroups) {
+    const int64_t j = j0 + group;
+    const bool valid = j < end;
+    const bool fresh = j == pos;
+    const T* kp = fresh ? kn : k_cache + ((first + (valid ? j : begin)) * kv_heads + h) * D;
+    const T* vp = fresh ? vn : v_cache + ((first + (valid ? j : begin)) * kv_heads + h) * D;
+    float kk[kDims], vv[kDims];
+#pragma unroll
+    for (int pk = 0; pk < kPacks; pk++) {
+      const P kpk = reinterpret_cast<const P*>(kp + sub * kDims)[pk];
+      const P vpk = reinterpret_cast<const P*>(vp + sub * kDims)[pk];
+#pragma unroll
+      for (int e = 0; e < P::kSize; e++) {
+        kk[pk * P::kSize + e] = load(&kpk.v[e]);
+        vv[pk * P::kSize + e] = load(&vpk.v[e]);
+      }
+    }
+#pragma unroll
+    for (int hh = 0; hh < HB; hh++) {
+      float s = 0.f;
+#pragma unroll
+      for (int i = 0; i < kDims; i++) s += qr[hh][i] * kk[i];
+#pragma unroll
+      for (int offset = kAttnLanes / 2; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
+      if (valid) {
+        const float mn = fmaxf(m[hh], s);
+        const float correction = expf(m[hh] - mn);
+        const float p = expf(s - mn);
+        l[hh] = l[hh] * correction + p;
+#pragma unroll
+        for (int i = 0; i < kDims; i++) acc[hh][i] = acc[hh][i] * correction + p * vv[i];
+        m[hh] = mn;
       }
     }
   }
-  const T* qb = q + (static_cast<int64_t>(b) * q_heads + h * G) * D;
-  for (int e = threadIdx.x; e < G * D; e += kAttnThreads) q_s[e / D][e % D] = load(qb + e) * scale;
-  __syncthreads();
 
-  // Phase 1: scores. Every lane takes part in the shuffles; keys past the count score -inf.
-  const T* k_flat = reinterpret_cast<const T*>(k_s);
-  for (int j0 = warp * kAttnGroups; j0 < kAttnChunk; j0 += kAttnWarps * kAttnGroups) {
-    const int jj = j0 + group;
-    const bool valid = jj < count;
-    const T* kp = k_flat + (valid ? jj : 0) * D + sub * kDims;
-    float kk[kDims];
+  // Merge the groups of each warp (lanes with the same `sub` hold the same dims).
 #pragma unroll
-    for (int i = 0; i < kDims; i++) kk[i] = load(kp + i);
+  for (int hh = 0; hh < HB; hh++) {
+    float mx = m[hh];
 #pragma unroll
-    for (int g = 0; g < G; g++) {
-      float s = 0.f;
+    for (int offset = kAttnLanes; offset < 32; offset <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, offset));
+    const float f = l[hh] > 0.f ? expf(m[hh] - mx) : 0.f;
+    float sum = l[hh] * f;
 #pragma unroll
-      for (int i = 0; i < kDims; i++) s += q_s[g][sub * kDims + i] * kk[i];
+    for (int offset = kAttnLanes; offset < 32; offset <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
 #pragma unroll
-      for (int offset = kAttnLanes / 2; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
-      if (sub == 0) prob[g][jj] = valid ? s : -INFINITY;
+    for (int i = 0; i < kDims; i++) {
+      float a = acc[hh][i] * f;
+#pragma unroll
+      for (int offset = kAttnLanes; offset < 32; offset <<= 1) a += __shfl_xor_sync(0xffffffffu, a, offset);
+      acc[hh][i] = a;
+    }
+    m[hh] = mx;
+    l[hh] = sum;
+  }
+
+  // Then the warps, and store this split's partial for each of the block's query heads.
+  __shared__ float warp_m[kAttnWarps][HB];
+  __shared__ float warp_l[kAttnWarps][HB];
+  __shared__ float warp_acc[kAttnWarps][HB][D];
+  if (group == 0) {
+#pragma unroll
+    for (int hh = 0; hh < HB; hh++) {
+      if (sub == 0) {
+        warp_m[warp][hh] = m[hh];
+        warp_l[warp][hh] = l[hh];
+      }
+#pragma unroll
+      for (int i = 0; i < kDims; i++) warp_acc[warp][hh][sub * kDims + i] = acc[hh][i];
     }
   }
   __syncthreads();
-
-  // Phase 2: softmax numerators per head over the chunk (a warp per head, a key per lane).
-  for (int g = warp; g < G; g += kAttnWarps) {
-    const float a = prob[g][lane];
-    const float mx = warp_max(a);
-    const float p = a == -INFINITY ? 0.f : expf(a - mx);
-    prob[g][lane] = p;
-    const float total = warp_sum(p);
-    if (lane == 0) {
-      head_m[g] = mx;
-      head_l[g] = total;
+  for (int e = threadIdx.x; e < HB * D; e += kAttnWarps * 32) {
+    const int hh = e / D;
+    const int d = e % D;
+    float mx = -INFINITY;
+    for (int w = 0; w < kAttnWarps; w++)
+      if (warp_l[w][hh] > 0.f) mx = fmaxf(mx, warp_m[w][hh]);
+    float total = 0.f;
+    float o = 0.f;
+    for (int w = 0; w < kAttnWarps; w++) {
+      const float f = warp_l[w][hh] > 0.f ? expf(warp_m[w][hh] - mx) : 0.f;
+      total += warp_l[w][hh] * f;
+      o += warp_acc[w][hh][d] * f;
     }
-  }
-  __syncthreads();
-
-  // Phase 3: weighted values; thread d owns dim d of every head.
-  const int d = threadIdx.x;
-  const T* v_flat = reinterpret_cast<const T*>(v_s);
-  float o[G];
-#pragma unroll
-  for (int g = 0; g < G; g++) o[g] = 0.f;
-  for (int jj = 0; jj < count; jj++) {
-    const float vd = load(v_flat + jj * D + d);
-#pragma unroll
-    for (int g = 0; g < G; g++) o[g] += prob[g][jj] * vd;
-  }
-#pragma unroll
-  for (int g = 0; g < G; g++) {
     // (row, query head, split): D weighted values, then (max, sum).
-    const int64_t at = (static_cast<int64_t>(b) * q_heads + h * G + g) * splits + split;
-    part_o[at * D + d] = o[g];
+    const int64_t at = (static_cast<int64_t>(b) * q_heads + hq0 + hh) * splits + split;
+    part_o[at * D + d] = o;
     if (d == 0) {
-      part_ml[at * 2] = head_m[g];
-      part_ml[at * 2 + 1] = head_l[g];
+      part_ml[at * 2] = mx;
+      part_ml[at * 2 + 1] = total;
     }
   }
 }
@@ -422,31 +436,26 @@ void launch_decode_attention(int64_t groups, unsigned batch, unsigned kv_heads, 
                              const void* q, const void* k_new, const void* v_new, void* k_cache, void* v_cache,
                              const int64_t* write_index, float* part_o, float* part_ml, void* out, int64_t k_row,
                              int64_t v_row, int64_t slot_tokens, float scale) {
-  const dim3 grid(batch, kv_heads, splits);
-#define VT_DECODE_ATTENTION(G)                                                                              \
-  slot_decode_attention_partial<T, D, G><<<grid, kAttnThreads, 0, stream>>>(                                \
-      static_cast<const T*>(q), static_cast<const T*>(k_new), static_cast<const T*>(v_new),                 \
-      static_cast<T*>(k_cache), static_cast<T*>(v_cache), write_index, part_o, part_ml, k_row, v_row,       \
-      slot_tokens, static_cast<int>(kv_heads), scale)
-  switch (groups) {
-    case 1: VT_DECODE_ATTENTION(1); break;
-    case 2: VT_DECODE_ATTENTION(2); break;
-    case 3: VT_DECODE_ATTENTION(3); break;
-    case 4: VT_DECODE_ATTENTION(4); break;
-    case 5: VT_DECODE_ATTENTION(5); break;
-    case 6: VT_DECODE_ATTENTION(6); break;
-    case 7: VT_DECODE_ATTENTION(7); break;
-    case 8: VT_DECODE_ATTENTION(8); break;
-    default: return;
+  const unsigned q_heads = kv_heads * static_cast<unsigned>(groups);
+  // Two query heads per block where the group size allows: the pair shares its key loads.
+  if (groups % 2 == 0) {
+    slot_decode_attention_partial<T, D, 2><<<dim3(batch, q_heads / 2, splits), kAttnWarps * 32, 0, stream>>>(
+        static_cast<const T*>(q), static_cast<const T*>(k_new), static_cast<const T*>(v_new), static_cast<T*>(k_cache),
+        static_cast<T*>(v_cache), write_index, part_o, part_ml, k_row, v_row, slot_tokens, static_cast<int>(kv_heads),
+        static_cast<int>(groups), scale);
+  } else {
+    slot_decode_attention_partial<T, D, 1><<<dim3(batch, q_heads, splits), kAttnWarps * 32, 0, stream>>>(
+        static_cast<const T*>(q), static_cast<const T*>(k_new), static_cast<const T*>(v_new), static_cast<T*>(k_cache),
+        static_cast<T*>(v_cache), write_index, part_o, part_ml, k_row, v_row, slot_tokens, static_cast<int>(kv_heads),
+        static_cast<int>(groups), scale);
   }
-#undef VT_DECODE_ATTENTION
-  slot_decode_attention_merge<T><<<dim3(batch, kv_heads * static_cast<unsigned>(groups)), D, 0, stream>>>(
-      part_o, part_ml, static_cast<T*>(out), static_cast<int>(splits), D);
+  slot_decode_attention_merge<T><<<dim3(batch, q_heads), D, 0, stream>>>(part_o, part_ml, static_cast<T*>(out),
+                                                                         static_cast<int>(splits), D);
 }
 
 }  // namespace
 
-bool slot_decode_attention_supported(int64_t groups, int64_t dim) { return dim == 128 && groups >= 1 && groups <= 8; }
+bool slot_decode_attention_supported(int64_t groups, int64_t dim) { return dim == 128 && groups >= 1 && groups <= 64; }
 
 int64_t slot_decode_attention_splits(int64_t max_length) {
   return max_length <= kAttnChunk ? 1 : (max_length + kAttnChunk - 1) / kAttnChunk;
