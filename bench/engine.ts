@@ -18,6 +18,9 @@ import { kvBytesPerToken } from "../src/engine/kv-cache.ts";
 import { Engine } from "../src/engine/engine.ts";
 import { ModelRunner } from "../src/engine/model-runner.ts";
 import type { Prompt } from "../src/engine/types.ts";
+import type { ChatPromptBuilder } from "../src/engine/chat.ts";
+import type { ChatMessage } from "../src/clients/types.ts";
+import type { RGBImage } from "../envs/_common/types.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -33,6 +36,8 @@ const { values: args } = parseArgs({
     device: { type: "string", default: "cuda" },
     "prefill-len": { type: "string", default: "1024" },
     "episode-prompt": { type: "string", default: "512" },
+    /** Side of the square observation image in the image episodes (0 skips them). */
+    "episode-image": { type: "string", default: "336" },
     /** "math" where libtorch's fused attention kernels are unusable. */
     attention: { type: "string", default: "fused" },
     /** "off" runs the composite libtorch ops instead of vagen's fused CUDA kernels. */
@@ -209,6 +214,65 @@ async function benchEpisodes(engine: Engine, episodes: number, turns: number, re
   };
 }
 
+/** A deterministic noise image (every observation differs, as an env's frames would). */
+function noiseImage(side: number, seed: number): RGBImage {
+  const data = new Uint8Array(side * side * 3);
+  let x = (seed * 2654435761) >>> 0 || 1;
+  for (let i = 0; i < data.length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    data[i] = x & 255;
+  }
+  return { width: side, height: side, data };
+}
+
+/**
+ * The same episodes with an image in every observation, as a VLM agent sees them: the
+ * conversation is re-rendered through the chat template each turn (replies as decoded
+ * text), so with session reuse a turn prefills from where the re-tokenized reply first
+ * differs, and without it every earlier image goes through the vision tower again.
+ */
+async function benchImageEpisodes(engine: Engine, builder: ChatPromptBuilder, visionCalls: () => number, episodes: number, turns: number, reuse: boolean, side: number) {
+  const before = engine.stats();
+  const visionBefore = visionCalls();
+  const t0 = now();
+  await Promise.all(
+    Array.from({ length: episodes }, async (_, e) => {
+      const observe = (turn: number): ChatMessage => ({
+        role: "user",
+        content: [
+          { type: "image", image: noiseImage(side, 7000 + e * 16 + turn) },
+          { type: "text", text: `Turn ${turn}. The box is left of the target; push it and answer with <answer>Left</answer> or similar.` },
+        ],
+      });
+      const messages: ChatMessage[] = [{ role: "system", content: [{ type: "text", text: "You are a Sokoban agent." }] }, observe(0)];
+      for (let turn = 0; turn < turns; turn++) {
+        const r = await engine.generate({
+          prompt: builder.buildPrompt(messages),
+          sessionId: reuse ? `image-episode-${e}` : undefined,
+          sampling: { temperature: 0, maxNewTokens: 64, ignoreStopTokens: true },
+        });
+        messages.push({ role: "assistant", content: [{ type: "text", text: r.text }] }, observe(turn + 1));
+      }
+      if (reuse) engine.releaseSession(`image-episode-${e}`);
+    }),
+  );
+  const seconds = (now() - t0) / 1000;
+  const after = engine.stats();
+  return {
+    episodes,
+    turns,
+    reuse,
+    imageSide: side,
+    seconds,
+    prefillTokens: after.prefillTokens - before.prefillTokens,
+    cachedPromptTokens: after.cachedPromptTokens - before.cachedPromptTokens,
+    imagesEncoded: visionCalls() - visionBefore,
+  };
+}
+
 async function main() {
   torch.F.fusedKernels(args["fused-kernels"] !== "off");
   const info = torch.torchInfo();
@@ -264,6 +328,19 @@ async function main() {
   const fresh = await benchEpisodes(engine, episodes, 5, false);
   const reused = await benchEpisodes(engine, episodes, 5, true);
   log(`5-turn episodes x${episodes}: re-prefill ${fresh.seconds.toFixed(2)}s, session reuse ${reused.seconds.toFixed(2)}s (${(fresh.seconds / reused.seconds).toFixed(2)}x)`);
+  const side = Number(args["episode-image"]);
+  let imageEpisodes: { fresh: unknown; reused: unknown; speedup: number } | undefined;
+  if (side > 0) {
+    const vision = () => (adapter as { imagesEncoded?: number }).imagesEncoded ?? 0;
+    await benchImageEpisodes(engine, loaded.builder, vision, 4, 2, true, side); // warm-up
+    const imgFresh = await benchImageEpisodes(engine, loaded.builder, vision, episodes, 5, false, side);
+    const imgReused = await benchImageEpisodes(engine, loaded.builder, vision, episodes, 5, true, side);
+    imageEpisodes = { fresh: imgFresh, reused: imgReused, speedup: imgFresh.seconds / imgReused.seconds };
+    log(
+      `5-turn image episodes x${episodes} (${side}x${side}): re-prefill ${imgFresh.seconds.toFixed(2)}s (${imgFresh.imagesEncoded} images encoded), ` +
+        `session reuse ${imgReused.seconds.toFixed(2)}s (${imgReused.imagesEncoded} images encoded): ${imageEpisodes.speedup.toFixed(2)}x`,
+    );
+  }
 
   const hf = args.hf && existsSync(args.hf) ? JSON.parse(readFileSync(args.hf, "utf8")) : undefined;
   const result = {
@@ -282,6 +359,7 @@ async function main() {
     eagerDecode,
     prefill,
     episodes: { fresh, reused, speedup: fresh.seconds / reused.seconds },
+    imageEpisodes,
     transformers: hf,
   };
   writeFileSync(args.out!, JSON.stringify(result, null, 2));
