@@ -134,6 +134,22 @@ export function mergedTokenCount(grid: readonly number[], mergeSize: number): nu
   return (grid[0]! * grid[1]! * grid[2]!) / (mergeSize * mergeSize);
 }
 
+/**
+ * The (t, h, w) patch grid an image becomes, without touching its pixels: what the token
+ * count of its placeholder needs, for a fraction of processImages' cost.
+ */
+export function imageGrid(img: RGBImage, opts: ImageProcessorOptions = DEFAULT_IMAGE_PROCESSOR): [number, number, number] {
+  const { patchSize: ps, mergeSize: m } = opts;
+  if (opts.doResize) {
+    const [h, w] = smartResize(img.height, img.width, ps * m, opts.minPixels, opts.maxPixels);
+    return [1, h / ps, w / ps];
+  }
+  if (img.height % (ps * m) || img.width % (ps * m)) {
+    throw new VagenError(`image of ${img.width}x${img.height}: without resizing, both sides must be multiples of ${ps * m}`);
+  }
+  return [1, img.height / ps, img.width / ps];
+}
+
 export function processImages(images: readonly RGBImage[], opts: ImageProcessorOptions = DEFAULT_IMAGE_PROCESSOR): ProcessedImages {
   const { patchSize: ps, temporalPatchSize: tps, mergeSize: m } = opts;
   const patchDim = 3 * tps * ps * ps;

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { ChatTemplate, type ChatMessage } from "../../src/models/chat_template.ts";
-import { DEFAULT_IMAGE_PROCESSOR } from "../../src/models/image_processor.ts";
+import { DEFAULT_IMAGE_PROCESSOR, imageGrid, processImages } from "../../src/models/image_processor.ts";
 import { readPng } from "../../src/models/image_io.ts";
 import { Qwen25VLProcessor, checkImageTokens } from "../../src/models/qwen2_5_vl/processor.ts";
 import { TextTokenizer } from "../../src/models/tokenizer.ts";
@@ -86,8 +86,20 @@ describe("Qwen25VLProcessor", () => {
       const out = processor.encodeChat(c.messages as ChatMessage[], (c.image_keys ?? []).map((k) => image(k)));
       expect(out.inputIds).toEqual(c.input_ids!);
       expect((out.images?.gridThw ?? []) as number[][]).toEqual(c.image_grid_thw ?? []);
+      // Grids only (no pixel work) give the same tokens and grids.
+      const lazy = processor.encodeChat(c.messages as ChatMessage[], (c.image_keys ?? []).map((k) => image(k)), { pixels: false });
+      expect(lazy.images).toBeUndefined();
+      expect(lazy.inputIds).toEqual(c.input_ids!);
+      expect(lazy.gridThw as number[][]).toEqual(c.image_grid_thw ?? []);
     });
   }
+
+  test("imageGrid predicts processImages' grid for any size", () => {
+    for (const [w, h] of [[56, 56], [100, 37], [336, 336], [1000, 20], [29, 900]] as const) {
+      const img = { width: w, height: h, data: new Uint8Array(w * h * 3) };
+      expect(imageGrid(img)).toEqual(processImages([img]).gridThw[0]!);
+    }
+  });
 
   test("refuses images that the messages do not mark", () => {
     const msgs: ChatMessage[] = [{ role: "user", content: "no image here" }];

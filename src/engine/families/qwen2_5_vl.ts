@@ -11,7 +11,7 @@ import * as torch from "../../torch/index.ts";
 import type { Tensor } from "../../torch/index.ts";
 import type { RGBImage } from "../../../envs/_common/types.ts";
 import type { ChatMessage as ModelChatMessage, ChatContentPart } from "../../models/chat_template.ts";
-import { mergedTokenCount } from "../../models/image_processor.ts";
+import { mergedTokenCount, processImages } from "../../models/image_processor.ts";
 import type { Qwen25VLChatModel } from "../../models/qwen2_5_vl/chat_model.ts";
 import { computeRopeIndex } from "../../models/qwen2_5_vl/rope_index.ts";
 import type { ChatMessage } from "../../clients/types.ts";
@@ -20,12 +20,14 @@ import type { ChatPromptBuilder } from "../chat.ts";
 import { imageKey } from "../prompt.ts";
 import type { Prompt, PromptImage } from "../types.ts";
 
-/** Per image: what the vision tower needs (kept on the host until the image is embedded). */
+/**
+ * Per image: its patch grid (which fixes the prompt's tokens) and the image itself. Pixels
+ * are processed only when the vision tower runs on it, so images a session's cached
+ * prefix already holds cost nothing on the host either.
+ */
 interface QwenImageInput {
   grid: [number, number, number];
-  /** (t*h*w, patchDim) processor output. */
-  pixelValues: Float32Array;
-  patchDim: number;
+  image: RGBImage;
 }
 
 /** Qwen2.5-VL's published max_position_embeddings. */
@@ -73,25 +75,17 @@ export class Qwen25VLAdapter implements ModelAdapter, ChatPromptBuilder {
         return { type: "image" };
       }),
     }));
-    const encoded = this.chat.processor.encodeChat(converted, images, { addGenerationPrompt: true });
+    const encoded = this.chat.processor.encodeChat(converted, images, { addGenerationPrompt: true, pixels: false });
     const tokenIds = encoded.inputIds;
     const promptImages: PromptImage[] = [];
     const imageId = this.chat.model.config.imageTokenId;
     const merge = this.chat.imageOptions.mergeSize;
     let cursor = 0;
-    let patchRow = 0;
     images.forEach((image, i) => {
-      const processed = encoded.images!;
-      const grid = processed.gridThw[i]!;
+      const grid = encoded.gridThw[i]!;
       const count = mergedTokenCount(grid, merge);
       const offset = tokenIds.indexOf(imageId, cursor);
-      const patches = grid[0] * grid[1] * grid[2];
-      const extra: QwenImageInput = {
-        grid,
-        pixelValues: processed.pixelValues.slice(patchRow * processed.patchDim, (patchRow + patches) * processed.patchDim),
-        patchDim: processed.patchDim,
-      };
-      patchRow += patches;
+      const extra: QwenImageInput = { grid, image };
       promptImages.push({ image, offset, length: count, key: imageKey(image), extra });
       cursor = offset + count;
     });
@@ -124,7 +118,8 @@ export class Qwen25VLAdapter implements ModelAdapter, ChatPromptBuilder {
       const hi = image.offset + image.length;
       if (hi <= lo) continue;
       const input = image.extra as QwenImageInput;
-      const pixels = torch.tensor(input.pixelValues, [input.pixelValues.length / input.patchDim, input.patchDim], { device });
+      const processed = processImages([input.image], this.chat.imageOptions);
+      const pixels = torch.tensor(processed.pixelValues, [processed.numPatches, processed.patchDim], { device });
       const features = this.chat.model.encodeImages(pixels, [input.grid]);
       this.imagesEncoded++;
       x.narrow(0, lo - from, hi - lo).copy_(features.narrow(0, lo - image.offset, hi - lo).to(x.dtype));

@@ -7,7 +7,7 @@
 import type { RGBImage } from "../../../envs/_common/types.ts";
 import { VagenError } from "../../errors.ts";
 import { countImages, type ChatMessage, type ChatTemplate } from "../chat_template.ts";
-import { mergedTokenCount, processImages, type ImageProcessorOptions, type ProcessedImages } from "../image_processor.ts";
+import { imageGrid, mergedTokenCount, processImages, type ImageProcessorOptions, type ProcessedImages } from "../image_processor.ts";
 import type { TextTokenizer } from "../tokenizer.ts";
 
 export const IMAGE_PAD = "<|image_pad|>";
@@ -17,8 +17,20 @@ export interface EncodedPrompt {
   inputIds: number[];
   /** The rendered chat text (before expansion). */
   text: string;
-  /** Images of this prompt, processed (undefined when there are none). */
+  /** Images of this prompt, processed (undefined when there are none, or with `pixels: false`). */
   images?: ProcessedImages;
+  /** Each image's (t, h, w) patch grid, in order. */
+  gridThw: [number, number, number][];
+}
+
+export interface EncodeOptions {
+  addGenerationPrompt?: boolean;
+  /**
+   * Process the images' pixels too (default). false: only their grids, which fix the
+   * token ids; whoever runs the vision tower processes pixels of the images it encodes
+   * (a serving engine skips the ones a cached prefix already holds).
+   */
+  pixels?: boolean;
 }
 
 export class Qwen25VLProcessor {
@@ -30,31 +42,32 @@ export class Qwen25VLProcessor {
   ) {}
 
   /** Render messages with the chat template and encode them with their images. */
-  encodeChat(messages: readonly ChatMessage[], images: readonly RGBImage[], opts: { addGenerationPrompt?: boolean } = {}): EncodedPrompt {
+  encodeChat(messages: readonly ChatMessage[], images: readonly RGBImage[], opts: EncodeOptions = {}): EncodedPrompt {
     const marked = countImages(messages);
     if (marked !== images.length) {
       throw new VagenError(`the messages mark ${marked} image(s) but ${images.length} image(s) were given`);
     }
     const text = this.template.render(messages, { addGenerationPrompt: opts.addGenerationPrompt ?? true });
-    return this.encodeText(text, images);
+    return this.encodeText(text, images, opts);
   }
 
   /** Encode text whose images appear as single `<|image_pad|>` markers. */
-  encodeText(text: string, images: readonly RGBImage[]): EncodedPrompt {
+  encodeText(text: string, images: readonly RGBImage[], opts: EncodeOptions = {}): EncodedPrompt {
     const parts = text.split(IMAGE_PAD);
     if (parts.length - 1 !== images.length) {
       throw new VagenError(`the prompt has ${parts.length - 1} ${IMAGE_PAD} marker(s) but ${images.length} image(s) were given`);
     }
-    const processed = images.length ? processImages(images, this.imageOptions) : undefined;
+    const processed = images.length && opts.pixels !== false ? processImages(images, this.imageOptions) : undefined;
+    const gridThw = processed?.gridThw ?? images.map((img) => imageGrid(img, this.imageOptions));
     const inputIds: number[] = [];
     parts.forEach((part, i) => {
       if (part) inputIds.push(...this.tokenizer.encode(part));
       if (i < parts.length - 1) {
-        const n = mergedTokenCount(processed!.gridThw[i]!, this.imageOptions.mergeSize);
+        const n = mergedTokenCount(gridThw[i]!, this.imageOptions.mergeSize);
         for (let k = 0; k < n; k++) inputIds.push(this.imageTokenId);
       }
     });
-    return { inputIds, text, images: processed };
+    return { inputIds, text, images: processed, gridThw };
   }
 }
 
