@@ -59,16 +59,21 @@ const NEW_TOKENS = Number(args["new-tokens"]);
  */
 let TEXT_ID_BOUND = 150000;
 
-/** Deterministic pseudo-random token ids (xorshift), clear of the special ids. */
-function randomIds(n: number, seed: number): number[] {
+/** A deterministic 32-bit xorshift stream. */
+function xorshift(seed: number): () => number {
   let x = (seed * 2654435761) >>> 0 || 1;
-  return Array.from({ length: n }, () => {
+  return () => {
     x ^= x << 13;
     x ^= x >>> 17;
     x ^= x << 5;
-    x >>>= 0;
-    return x % TEXT_ID_BOUND;
-  });
+    return (x >>>= 0);
+  };
+}
+
+/** Deterministic pseudo-random token ids, clear of the special ids. */
+function randomIds(n: number, seed: number): number[] {
+  const next = xorshift(seed);
+  return Array.from({ length: n }, () => next() % TEXT_ID_BOUND);
 }
 
 const textPrompt = (ids: number[]): Prompt => ({ tokenIds: ids, images: [] });
@@ -216,15 +221,8 @@ async function benchEpisodes(engine: Engine, episodes: number, turns: number, re
 
 /** A deterministic noise image (every observation differs, as an env's frames would). */
 function noiseImage(side: number, seed: number): RGBImage {
-  const data = new Uint8Array(side * side * 3);
-  let x = (seed * 2654435761) >>> 0 || 1;
-  for (let i = 0; i < data.length; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    data[i] = x & 255;
-  }
+  const next = xorshift(seed);
+  const data = Uint8Array.from({ length: side * side * 3 }, () => next() & 255);
   return { width: side, height: side, data };
 }
 
