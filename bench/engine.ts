@@ -185,38 +185,45 @@ async function benchPrefill(engine: Engine, batch: number, length: number) {
   return { batch, promptLen: length, seconds, tokensPerS: (batch * length) / seconds };
 }
 
-/** E episodes of `turns` turns: a first prompt, then each turn adds the reply and a new observation. */
-async function benchEpisodes(engine: Engine, episodes: number, turns: number, reuse: boolean) {
+/**
+ * Runs `episodes` episodes at once (each a chain of turns, `play(e, sessionId)`), with a
+ * session per episode when `reuse` is set, and counts what the engine did meanwhile.
+ */
+async function runEpisodes(engine: Engine, episodes: number, reuse: boolean, play: (e: number, sessionId: string | undefined) => Promise<void>) {
   const before = engine.stats();
   const t0 = now();
   await Promise.all(
     Array.from({ length: episodes }, async (_, e) => {
-      let ids = randomIds(Number(args["episode-prompt"]), 5000 + e);
-      for (let turn = 0; turn < turns; turn++) {
-        const r = await engine.generate({
-          prompt: textPrompt(ids),
-          sessionId: reuse ? `episode-${e}` : undefined,
-          sampling: { temperature: 0, maxNewTokens: 64, ignoreStopTokens: true },
-        });
-        // A random-weight model can emit special ids (even the image placeholder); the
-        // conversation carries the reply as ordinary text ids, as a re-rendered chat would.
-        const reply = r.tokenIds.map((t) => t % TEXT_ID_BOUND);
-        ids = [...ids, ...reply, ...randomIds(192, 9000 + e * 16 + turn)];
-      }
-      if (reuse) engine.releaseSession(`episode-${e}`);
+      const sessionId = reuse ? `episode-${e}` : undefined;
+      await play(e, sessionId);
+      if (sessionId) engine.releaseSession(sessionId);
     }),
   );
   const seconds = (now() - t0) / 1000;
   const after = engine.stats();
   return {
     episodes,
-    turns,
     reuse,
     seconds,
     prefillTokens: after.prefillTokens - before.prefillTokens,
     cachedPromptTokens: after.cachedPromptTokens - before.cachedPromptTokens,
     decodeTokens: after.decodeTokens - before.decodeTokens,
   };
+}
+
+/** E episodes of `turns` turns: a first prompt, then each turn adds the reply and a new observation. */
+async function benchEpisodes(engine: Engine, episodes: number, turns: number, reuse: boolean) {
+  const stats = await runEpisodes(engine, episodes, reuse, async (e, sessionId) => {
+    let ids = randomIds(Number(args["episode-prompt"]), 5000 + e);
+    for (let turn = 0; turn < turns; turn++) {
+      const r = await engine.generate({ prompt: textPrompt(ids), sessionId, sampling: { temperature: 0, maxNewTokens: 64, ignoreStopTokens: true } });
+      // A random-weight model can emit special ids (even the image placeholder); the
+      // conversation carries the reply as ordinary text ids, as a re-rendered chat would.
+      const reply = r.tokenIds.map((t) => t % TEXT_ID_BOUND);
+      ids = [...ids, ...reply, ...randomIds(192, 9000 + e * 16 + turn)];
+    }
+  });
+  return { ...stats, turns };
 }
 
 /** A deterministic noise image (every observation differs, as an env's frames would). */
@@ -233,42 +240,22 @@ function noiseImage(side: number, seed: number): RGBImage {
  * differs, and without it every earlier image goes through the vision tower again.
  */
 async function benchImageEpisodes(engine: Engine, builder: ChatPromptBuilder, visionCalls: () => number, episodes: number, turns: number, reuse: boolean, side: number) {
-  const before = engine.stats();
   const visionBefore = visionCalls();
-  const t0 = now();
-  await Promise.all(
-    Array.from({ length: episodes }, async (_, e) => {
-      const observe = (turn: number): ChatMessage => ({
-        role: "user",
-        content: [
-          { type: "image", image: noiseImage(side, 7000 + e * 16 + turn) },
-          { type: "text", text: `Turn ${turn}. The box is left of the target; push it and answer with <answer>Left</answer> or similar.` },
-        ],
-      });
-      const messages: ChatMessage[] = [{ role: "system", content: [{ type: "text", text: "You are a Sokoban agent." }] }, observe(0)];
-      for (let turn = 0; turn < turns; turn++) {
-        const r = await engine.generate({
-          prompt: builder.buildPrompt(messages),
-          sessionId: reuse ? `image-episode-${e}` : undefined,
-          sampling: { temperature: 0, maxNewTokens: 64, ignoreStopTokens: true },
-        });
-        messages.push({ role: "assistant", content: [{ type: "text", text: r.text }] }, observe(turn + 1));
-      }
-      if (reuse) engine.releaseSession(`image-episode-${e}`);
-    }),
-  );
-  const seconds = (now() - t0) / 1000;
-  const after = engine.stats();
-  return {
-    episodes,
-    turns,
-    reuse,
-    imageSide: side,
-    seconds,
-    prefillTokens: after.prefillTokens - before.prefillTokens,
-    cachedPromptTokens: after.cachedPromptTokens - before.cachedPromptTokens,
-    imagesEncoded: visionCalls() - visionBefore,
-  };
+  const stats = await runEpisodes(engine, episodes, reuse, async (e, sessionId) => {
+    const observe = (turn: number): ChatMessage => ({
+      role: "user",
+      content: [
+        { type: "image", image: noiseImage(side, 7000 + e * 16 + turn) },
+        { type: "text", text: `Turn ${turn}. The box is left of the target; push it and answer with <answer>Left</answer> or similar.` },
+      ],
+    });
+    const messages: ChatMessage[] = [{ role: "system", content: [{ type: "text", text: "You are a Sokoban agent." }] }, observe(0)];
+    for (let turn = 0; turn < turns; turn++) {
+      const r = await engine.generate({ prompt: builder.buildPrompt(messages), sessionId, sampling: { temperature: 0, maxNewTokens: 64, ignoreStopTokens: true } });
+      messages.push({ role: "assistant", content: [{ type: "text", text: r.text }] }, observe(turn + 1));
+    }
+  });
+  return { ...stats, turns, imageSide: side, imagesEncoded: visionCalls() - visionBefore };
 }
 
 async function main() {
