@@ -247,8 +247,34 @@ VT_API int32_t vt_silu_mul(void* gh, void* uh, double* out) {
 // out[0]: (B, q_heads, 1, dim), or 0 when the fused kernel does not apply (CPU, a build
 // without the kernels, gradients, an unsupported head layout): the caller then writes
 // the cache and runs scaled_dot_product_attention itself.
-VT_API int32_t vt_slot_decode_attention(void* qh, void* kh, void* vh, void* kch, void* vch, void* wih,
-                                        int64_t slot_tokens, int64_t max_length, double scale, double* out) {
+VT_API int32_t vt_argmax_logprob(void* xh, double* out) {
+  VT_TRY
+  const at::Tensor& x = T(xh);
+  TORCH_CHECK(x.dim() == 2 && x.size(1) > 0, "argmax_logprob: expected logits (rows, vocab); got ", x.sizes());
+#ifdef VAGEN_WITH_CUDA_KERNELS
+  vt::kernels::Dtype dtype;
+  if (x.stride(1) == 1 && use_kernel({&x}, &dtype, false)) {
+    c10::cuda::CUDAGuard guard(x.device());
+    at::Tensor index = at::empty({x.size(0)}, x.options().dtype(at::kLong));
+    at::Tensor logprob = at::empty({x.size(0)}, x.options().dtype(at::kFloat));
+    check(vt::kernels::argmax_logprob(dtype, x.data_ptr(), x.size(0), x.size(1), x.stride(0), index.data_ptr<int64_t>(),
+                                      logprob.data_ptr<float>(), stream_of(x)),
+          "argmax_logprob kernel");
+    out[0] = vt::wrap(std::move(index));
+    out[1] = vt::wrap(std::move(logprob));
+    return 0;
+  }
+#endif
+  // The composite: float32 log softmax, read at the argmax.
+  const at::Tensor xf = x.to(at::kFloat);
+  at::Tensor index = xf.argmax(1);
+  out[0] = vt::wrap(index);
+  out[1] = vt::wrap(at::log_softmax(xf, 1).gather(1, index.unsqueeze(1)).squeeze(1));
+  VT_CATCH
+}
+
+VT_API int32_t vt_slot_decode_attention(void* qh, void* kh, void* vh, void* kch, void* vch, void* wih, void* cosh,
+                                        void* sinh, int64_t slot_tokens, int64_t max_length, double scale, double* out) {
   VT_TRY
   out[0] = 0;
 #ifdef VAGEN_WITH_CUDA_KERNELS
@@ -258,6 +284,7 @@ VT_API int32_t vt_slot_decode_attention(void* qh, void* kh, void* vh, void* kch,
   const at::Tensor& kc = T(kch);
   const at::Tensor& vc = T(vch);
   const at::Tensor& wi = T(wih);
+  TORCH_CHECK((cosh == nullptr) == (sinh == nullptr), "slot_decode_attention: cos and sin go together");
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(2) == 1 && k.sizes().equals(v.sizes()) &&
                   k.size(2) == 1 && k.size(0) == q.size(0) && k.size(3) == q.size(3),
               "slot_decode_attention: expected q (B, heads, 1, dim) and k, v (B, kv_heads, 1, dim); got q ", q.sizes(),
@@ -267,20 +294,26 @@ VT_API int32_t vt_slot_decode_attention(void* qh, void* kh, void* vh, void* kch,
   TORCH_CHECK(kc.dim() == 3 && kc.size(1) == kv_heads && kc.size(2) == dim && kc.sizes().equals(vc.sizes()),
               "slot_decode_attention: caches must be (tokens, kv_heads, dim)");
   TORCH_CHECK(wi.dim() == 1 && wi.size(0) == batch, "slot_decode_attention: write_index must be (B,)");
+  const at::Tensor* cos = cosh != nullptr ? &T(cosh) : nullptr;
+  const at::Tensor* sin = sinh != nullptr ? &T(sinh) : nullptr;
+  if (cos != nullptr) {
+    TORCH_CHECK(cos->numel() == batch * dim && sin->numel() == batch * dim,
+                "slot_decode_attention: cos and sin must hold one row of dim angles per batch row; got ", cos->sizes(),
+                " and ", sin->sizes());
+  }
   const int64_t groups = q.size(1) / kv_heads;
-  // Per row: heads then dims dense; rows anywhere (stride of dim 0).
-  // Per row: heads then dims dense, starting on a 16-byte boundary (the kernel loads
-  // keys and values in 16-byte packs); rows anywhere (stride of dim 0).
-  auto dense_rows = [&](const at::Tensor& t) {
-    const int64_t bytes = static_cast<int64_t>(t.element_size());
-    return t.stride(3) == 1 && (t.size(1) == 1 || t.stride(1) == dim) &&
-           reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 && (t.size(0) == 1 || (t.stride(0) * bytes) % 16 == 0);
-  };
+  // Per row: heads then dims dense; rows anywhere (stride of dim 0). q and the caches are
+  // read in 16-byte packs, so their rows must start on 16-byte boundaries.
+  auto dense_rows = [&](const at::Tensor& t) { return t.stride(3) == 1 && (t.size(1) == 1 || t.stride(1) == dim); };
+  auto aligned = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
+  const bool q_rows_aligned = aligned(q) && (batch == 1 || (q.stride(0) * q.element_size()) % 16 == 0);
+  const bool angles_fit = cos == nullptr || (cos->is_contiguous() && sin->is_contiguous() && aligned(*cos) &&
+                                             aligned(*sin) && cos->device() == q.device());
   vt::kernels::Dtype dtype;
-  const bool applies = vt::kernels::slot_decode_attention_supported(groups, dim) && dense_rows(k) && dense_rows(v) &&
-                       q.is_contiguous() && kc.is_contiguous() && vc.is_contiguous() && wi.is_contiguous() &&
-                       wi.scalar_type() == at::kLong && wi.device() == q.device() &&
-                       use_kernel({&q, &k, &v, &kc, &vc}, &dtype, false);
+  const bool applies = vt::kernels::slot_decode_attention_supported(groups, dim) && dense_rows(q) && q_rows_aligned &&
+                       dense_rows(k) && dense_rows(v) && kc.is_contiguous() && vc.is_contiguous() && aligned(kc) &&
+                       aligned(vc) && angles_fit && wi.is_contiguous() && wi.scalar_type() == at::kLong &&
+                       wi.device() == q.device() && use_kernel({&q, &k, &v, &kc, &vc, cos, sin}, &dtype, false);
   if (applies) {
     c10::cuda::CUDAGuard guard(q.device());
     TORCH_CHECK(max_length >= 1 && max_length <= slot_tokens, "slot_decode_attention: max_length ", max_length,
@@ -290,15 +323,34 @@ VT_API int32_t vt_slot_decode_attention(void* qh, void* kh, void* vh, void* kch,
     const auto f32 = q.options().dtype(at::kFloat);
     at::Tensor part_o = at::empty({batch * q.size(1) * splits * dim}, f32);
     at::Tensor part_ml = at::empty({batch * q.size(1) * splits * 2}, f32);
-    check(vt::kernels::slot_decode_attention(dtype, q.data_ptr(), k.data_ptr(), v.data_ptr(), kc.data_ptr(), vc.data_ptr(),
-                                             wi.data_ptr<int64_t>(), part_o.data_ptr<float>(), part_ml.data_ptr<float>(),
-                                             o.data_ptr(), batch, kv_heads, groups, dim, k.stride(0), v.stride(0),
-                                             slot_tokens, max_length, static_cast<float>(scale), stream_of(q)),
-          "slot_decode_attention kernel");
+    vt::kernels::DecodeAttentionArgs a{};
+    a.q = q.data_ptr();
+    a.k_new = k.data_ptr();
+    a.v_new = v.data_ptr();
+    a.cos = cos != nullptr ? cos->data_ptr() : nullptr;
+    a.sin = sin != nullptr ? sin->data_ptr() : nullptr;
+    a.k_cache = kc.data_ptr();
+    a.v_cache = vc.data_ptr();
+    a.write_index = wi.data_ptr<int64_t>();
+    a.part_o = part_o.data_ptr<float>();
+    a.part_ml = part_ml.data_ptr<float>();
+    a.out = o.data_ptr();
+    a.batch = batch;
+    a.kv_heads = kv_heads;
+    a.groups = groups;
+    a.dim = dim;
+    a.q_row = q.stride(0);
+    a.k_row = k.stride(0);
+    a.v_row = v.stride(0);
+    a.slot_tokens = slot_tokens;
+    a.max_length = max_length;
+    a.scale = static_cast<float>(scale);
+    check(vt::kernels::slot_decode_attention(dtype, a, stream_of(q)), "slot_decode_attention kernel");
     out[0] = vt::wrap(o.transpose(1, 2));
   }
 #else
-  (void)qh, (void)kh, (void)vh, (void)kch, (void)vch, (void)wih, (void)slot_tokens, (void)max_length, (void)scale;
+  (void)qh, (void)kh, (void)vh, (void)kch, (void)vch, (void)wih, (void)cosh, (void)sinh, (void)slot_tokens,
+      (void)max_length, (void)scale;
 #endif
   VT_CATCH
 }

@@ -3,6 +3,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -218,169 +219,264 @@ __global__ void silu_mul_kernel(const T* __restrict__ gate, const T* __restrict_
 
 // ---- decode attention over the slot KV cache ---------------------------------------
 //
-// Split over keys (flash-decoding): block (row, pair of query heads, split) takes keys
-// [split * kAttnChunk, (split + 1) * kAttnChunk) of the row's slot and writes an
-// unnormalised partial (running max, sum of exponentials, weighted values) per query
-// head; a second kernel merges the splits. Inside a block, groups of kAttnLanes lanes
-// each own one key at a time (every lane holds D / kAttnLanes dims of it), so a warp
-// works on 32 / kAttnLanes keys at once and a dot product needs three shuffles. Each
-// group keeps its own online softmax; groups, then warps, merge at the end.
+// Split over keys (flash-decoding). Block (row, kv head and chunk of its query heads,
+// split) takes keys [split * kAttnChunk, (split + 1) * kAttnChunk) of the row's slot, up
+// to the row's new position. It stages them in shared memory with asynchronous copies
+// issued all at once, so a block waits for one memory round trip rather than one per
+// key, then works from shared memory in three phases: the scores of up to kAttnHeads
+// query heads (a whole group for Qwen-style GQA, so each key is read from memory once),
+// their softmax, and the weighted values. It writes an unnormalised partial (max, sum of
+// exponentials, weighted values) per query head; a second kernel merges the splits.
 
-constexpr int kAttnWarps = 4;
-constexpr int kAttnChunk = 64;
-constexpr int kAttnLanes = 8;
-constexpr int kAttnGroups = 32 / kAttnLanes;  // keys a warp works on at once
+constexpr int kAttnThreads = 128;
+constexpr int kAttnChunk = 64;  // keys per block
+constexpr int kAttnHeads = 8;   // query heads per block
+static_assert(kAttnThreads % kAttnChunk == 0, "score phase: whole head sets per key");
 
-template <typename T, int D, int HB>
-__global__ void __launch_bounds__(kAttnWarps * 32)
+// Dynamic shared memory of one block: keys (rows padded by one pack, so the score phase's
+// column-wise reads hit distinct banks), values, scaled queries in float, scores (then
+// probabilities), and each head's (max, sum).
+template <typename T, int D>
+struct AttnSmem {
+  static constexpr int kKeyPitch = D + Pack<T>::kSize;
+  static constexpr int kScorePitch = kAttnChunk + 1;
+  static constexpr size_t kKeys = sizeof(T) * kAttnChunk * kKeyPitch;
+  static constexpr size_t kValues = sizeof(T) * kAttnChunk * D;
+  static constexpr size_t kQueries = sizeof(float) * kAttnHeads * D;
+  static constexpr size_t kScores = sizeof(float) * kAttnHeads * kScorePitch;
+  static constexpr size_t kBytes = kKeys + kValues + kQueries + kScores + sizeof(float) * 2 * kAttnHeads;
+  static_assert(kKeys % 16 == 0 && kValues % 16 == 0 && kQueries % 16 == 0, "16-byte aligned sections");
+};
+
+// x rotated by one rotary angle: x * c + partner * s, where partner is -x[d + dim / 2] in
+// the first half of a head and x[d - dim / 2] in the second. Rounds like rotary_kernel,
+// so a fused rotary gives the same values as the separate kernel.
+template <typename T>
+__device__ __forceinline__ T rotated(float x, float partner, float c, float s, bool first_half) {
+  return cast<T>(rounded<T>(x * c) + rounded<T>((first_half ? -partner : partner) * s));
+}
+
+// ROPE: q and the new key arrive unrotated and cos / sin (one dim-long row per batch row)
+// rotate them here, which saves the decoder a rotary kernel per layer.
+template <typename T, int D, bool ROPE>
+__global__ void __launch_bounds__(kAttnThreads)
     slot_decode_attention_partial(const T* __restrict__ q, const T* __restrict__ k_new, const T* __restrict__ v_new,
-                                  T* __restrict__ k_cache, T* __restrict__ v_cache,
-                                  const int64_t* __restrict__ write_index, float* __restrict__ part_o,
-                                  float* __restrict__ part_ml, int64_t k_row, int64_t v_row, int64_t slot_tokens,
-                                  int kv_heads, int groups, float scale) {
-  constexpr int kDims = D / kAttnLanes;  // dims per lane
+                                  const T* __restrict__ cos, const T* __restrict__ sin, T* __restrict__ k_cache,
+                                  T* __restrict__ v_cache, const int64_t* __restrict__ write_index,
+                                  float* __restrict__ part_o, float* __restrict__ part_ml, int64_t q_row,
+                                  int64_t k_row, int64_t v_row, int64_t slot_tokens, int kv_heads, int groups,
+                                  float scale) {
   using P = Pack<T>;
-  constexpr int kPacks = kDims / P::kSize;
-  static_assert(kDims % P::kSize == 0, "a lane's dims must be whole 16-byte packs");
+  using S = AttnSmem<T, D>;
+  constexpr int kRowPacks = D / P::kSize;
+  static_assert(D % P::kSize == 0 && kAttnThreads % kRowPacks == 0, "whole packs per row");
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* sk = reinterpret_cast<T*>(smem);
+  T* sv = reinterpret_cast<T*>(smem + S::kKeys);
+  float* sq = reinterpret_cast<float*>(smem + S::kKeys + S::kValues);
+  float* ss = reinterpret_cast<float*>(smem + S::kKeys + S::kValues + S::kQueries);
+  float* sml = ss + kAttnHeads * S::kScorePitch;
+
+  const int tid = threadIdx.x;
   const int b = blockIdx.x;
-  const int hq0 = blockIdx.y * HB;  // first query head of this block
-  const int h = hq0 / groups;       // their kv head
+  const int chunks = (groups + kAttnHeads - 1) / kAttnHeads;  // head chunks per kv head
+  const int h = blockIdx.y / chunks;
+  const int chunk = blockIdx.y % chunks;
+  const int heads = min(kAttnHeads, groups - chunk * kAttnHeads);
   const int q_heads = kv_heads * groups;
+  const int head_in_row = h * groups + chunk * kAttnHeads;  // the block's first query head
+  const int64_t head0 = static_cast<int64_t>(b) * q_heads + head_in_row;
   const int split = blockIdx.z;
   const int splits = gridDim.z;
-  const int warp = threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  const int group = lane / kAttnLanes;
-  const int sub = lane % kAttnLanes;
+
+  // Latency first: the queries' loads are issued before anything waits, each thread
+  // holding whole packs (the block's query heads are dense and 16-byte aligned), with
+  // their rotary partners and angles when rotating here.
+  constexpr int kQueryPacks = (kAttnHeads * kRowPacks + kAttnThreads - 1) / kAttnThreads;
+  constexpr int kHalfPacks = kRowPacks / 2;
+  const P* qrow = reinterpret_cast<const P*>(q + b * q_row + head_in_row * D);
+  P qp[kQueryPacks], partner[kQueryPacks], cp[kQueryPacks], sp[kQueryPacks];
+#pragma unroll
+  for (int r = 0; r < kQueryPacks; r++) {
+    const int i = tid + r * kAttnThreads;
+    if (i < heads * kRowPacks) {
+      qp[r] = qrow[i];
+      if constexpr (ROPE) {
+        partner[r] = qrow[i ^ kHalfPacks];
+        cp[r] = reinterpret_cast<const P*>(cos + b * D)[i % kRowPacks];
+        sp[r] = reinterpret_cast<const P*>(sin + b * D)[i % kRowPacks];
+      }
+    }
+  }
+
   const int64_t flat = write_index[b];
   const int64_t pos = flat % slot_tokens;
   const int64_t first = flat - pos;  // token row of position 0 of this slot
   const int64_t begin = static_cast<int64_t>(split) * kAttnChunk;
-  const int64_t end = begin + kAttnChunk < pos + 1 ? begin + kAttnChunk : pos + 1;
-  const T* kn = k_new + b * k_row + h * D;
-  const T* vn = v_new + b * v_row + h * D;
+  const int64_t n64 = pos + 1 - begin;
+  const int n = n64 < kAttnChunk ? static_cast<int>(n64) : kAttnChunk;  // keys of this block
 
-  // One block per (row, kv head) stores the new key and value: the one whose chunk holds
-  // the new position, among the blocks of the kv head's first query heads. Every block
-  // reads that position from k_new / v_new, so no block waits for another.
-  if (hq0 % groups == 0 && begin <= pos && pos < begin + kAttnChunk && warp == 0) {
-    for (int i = lane; i < D; i += 32) {
-      k_cache[(flat * kv_heads + h) * D + i] = kn[i];
-      v_cache[(flat * kv_heads + h) * D + i] = vn[i];
+  if (n <= 0) {  // past the row's position: an empty partial, which the merge skips
+    if (tid < heads) {
+      part_ml[((head0 + tid) * splits + split) * 2] = -INFINITY;
+      part_ml[((head0 + tid) * splits + split) * 2 + 1] = 0.f;
+    }
+    return;
+  }
+
+  // Cached keys and values: every 16-byte copy issued before any is awaited.
+  const bool holds_new = pos < begin + kAttnChunk;
+  const int cached = holds_new ? n - 1 : n;
+  for (int i = tid; i < cached * kRowPacks; i += kAttnThreads) {
+    const int j = i / kRowPacks;
+    const int p = i % kRowPacks;
+    const int64_t at = ((first + begin + j) * kv_heads + h) * D + p * P::kSize;
+    __pipeline_memcpy_async(sk + j * S::kKeyPitch + p * P::kSize, k_cache + at, 16);
+    __pipeline_memcpy_async(sv + j * D + p * P::kSize, v_cache + at, 16);
+  }
+  __pipeline_commit();
+
+  // Meanwhile the new key and value, read from the projections (any alignment); the
+  // block of the kv head's first head chunk also stores them in the cache. No block reads
+  // that cache row in this step: the others holding it take it from k_new / v_new too.
+  if (holds_new) {
+    const T* kn = k_new + b * k_row + h * D;
+    const T* vn = v_new + b * v_row + h * D;
+    for (int d = tid; d < D; d += kAttnThreads) {
+      T kd = kn[d];
+      const T vd = vn[d];
+      if constexpr (ROPE) {
+        const int half = D / 2;
+        kd = rotated<T>(load(&kd), load(kn + (d < half ? d + half : d - half)), load(cos + b * D + d),
+                        load(sin + b * D + d), d < half);
+      }
+      sk[(n - 1) * S::kKeyPitch + d] = kd;
+      sv[(n - 1) * D + d] = vd;
+      if (chunk == 0) {
+        k_cache[(flat * kv_heads + h) * D + d] = kd;
+        v_cache[(flat * kv_heads + h) * D + d] = vd;
+      }
     }
   }
-
-  float qr[HB][kDims];
 #pragma unroll
-  for (int hh = 0; hh < HB; hh++) {
-    const T* qp = q + (static_cast<int64_t>(b) * q_heads + hq0 + hh) * D + sub * kDims;
-#pragma unroll
-    for (int i = 0; i < kDims; i++) qr[hh][i] = load(qp + i) * scale;
-  }
-
-  float m[HB], l[HB], acc[HB][kDims];
-#pragma unroll
-  for (int hh = 0; hh < HB; hh++) {
-    m[hh] = -INFINITY;
-    l[hh] = 0.f;
-#pragma unroll
-    for (int i = 0; i < kDims; i++) acc[hh][i] = 0.f;
-  }
-
-  // The loop bound is the same for the whole warp (shuffles need every lane); a group
-  // whose key falls past the end loads a valid row and ignores it.
-  for (int64_t j0 = begin + warp * kAttnGroups; j0 < end; j0 += kAttnWarps * kAttnGroups) {
-    const int64_t j = j0 + group;
-    const bool valid = j < end;
-    const bool fresh = j == pos;
-    const T* kp = fresh ? kn : k_cache + ((first + (valid ? j : begin)) * kv_heads + h) * D;
-    const T* vp = fresh ? vn : v_cache + ((first + (valid ? j : begin)) * kv_heads + h) * D;
-    float kk[kDims], vv[kDims];
-#pragma unroll
-    for (int pk = 0; pk < kPacks; pk++) {
-      const P kpk = reinterpret_cast<const P*>(kp + sub * kDims)[pk];
-      const P vpk = reinterpret_cast<const P*>(vp + sub * kDims)[pk];
+  for (int r = 0; r < kQueryPacks; r++) {
+    const int i = tid + r * kAttnThreads;
+    if (i < heads * kRowPacks) {
 #pragma unroll
       for (int e = 0; e < P::kSize; e++) {
-        kk[pk * P::kSize + e] = load(&kpk.v[e]);
-        vv[pk * P::kSize + e] = load(&vpk.v[e]);
-      }
-    }
-#pragma unroll
-    for (int hh = 0; hh < HB; hh++) {
-      float s = 0.f;
-#pragma unroll
-      for (int i = 0; i < kDims; i++) s += qr[hh][i] * kk[i];
-#pragma unroll
-      for (int offset = kAttnLanes / 2; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
-      if (valid) {
-        const float mn = fmaxf(m[hh], s);
-        const float correction = expf(m[hh] - mn);
-        const float p = expf(s - mn);
-        l[hh] = l[hh] * correction + p;
-#pragma unroll
-        for (int i = 0; i < kDims; i++) acc[hh][i] = acc[hh][i] * correction + p * vv[i];
-        m[hh] = mn;
+        T x = qp[r].v[e];
+        if constexpr (ROPE) {
+          x = rotated<T>(load(&x), load(&partner[r].v[e]), load(&cp[r].v[e]), load(&sp[r].v[e]),
+                         i % kRowPacks < kHalfPacks);
+        }
+        sq[i * P::kSize + e] = load(&x) * scale;
       }
     }
   }
+  __pipeline_wait_prior(0);
+  __syncthreads();
 
-  // Merge the groups of each warp (lanes with the same `sub` hold the same dims).
+  // Scores: thread (key tid % kAttnChunk, head set tid / kAttnChunk). A warp shares its
+  // head set, so query reads are broadcasts and `hh < heads` never diverges.
+  constexpr int kScoreSets = kAttnThreads / kAttnChunk;
+  constexpr int kScoreHeads = (kAttnHeads + kScoreSets - 1) / kScoreSets;
+  {
+    const int j = tid % kAttnChunk;
+    const int set = tid / kAttnChunk;
+    if (j < n) {
+      float s[kScoreHeads];
 #pragma unroll
-  for (int hh = 0; hh < HB; hh++) {
-    float mx = m[hh];
+      for (int r = 0; r < kScoreHeads; r++) s[r] = 0.f;
+      const P* kr = reinterpret_cast<const P*>(sk + j * S::kKeyPitch);
+#pragma unroll 4
+      for (int p = 0; p < kRowPacks; p++) {
+        const P kp = kr[p];
+        float kf[P::kSize];
 #pragma unroll
-    for (int offset = kAttnLanes; offset < 32; offset <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, offset));
-    const float f = l[hh] > 0.f ? expf(m[hh] - mx) : 0.f;
-    float sum = l[hh] * f;
+        for (int e = 0; e < P::kSize; e++) kf[e] = load(&kp.v[e]);
 #pragma unroll
-    for (int offset = kAttnLanes; offset < 32; offset <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        for (int r = 0; r < kScoreHeads; r++) {
+          const int hh = set + r * kScoreSets;
+          if (hh < heads) {
+            const float4* q4 = reinterpret_cast<const float4*>(sq + hh * D + p * P::kSize);
 #pragma unroll
-    for (int i = 0; i < kDims; i++) {
-      float a = acc[hh][i] * f;
-#pragma unroll
-      for (int offset = kAttnLanes; offset < 32; offset <<= 1) a += __shfl_xor_sync(0xffffffffu, a, offset);
-      acc[hh][i] = a;
-    }
-    m[hh] = mx;
-    l[hh] = sum;
-  }
-
-  // Then the warps, and store this split's partial for each of the block's query heads.
-  __shared__ float warp_m[kAttnWarps][HB];
-  __shared__ float warp_l[kAttnWarps][HB];
-  __shared__ float warp_acc[kAttnWarps][HB][D];
-  if (group == 0) {
-#pragma unroll
-    for (int hh = 0; hh < HB; hh++) {
-      if (sub == 0) {
-        warp_m[warp][hh] = m[hh];
-        warp_l[warp][hh] = l[hh];
+            for (int e4 = 0; e4 < P::kSize / 4; e4++) {
+              const float4 qv = q4[e4];
+              s[r] += qv.x * kf[4 * e4] + qv.y * kf[4 * e4 + 1] + qv.z * kf[4 * e4 + 2] + qv.w * kf[4 * e4 + 3];
+            }
+          }
+        }
       }
 #pragma unroll
-      for (int i = 0; i < kDims; i++) warp_acc[warp][hh][sub * kDims + i] = acc[hh][i];
+      for (int r = 0; r < kScoreHeads; r++) {
+        const int hh = set + r * kScoreSets;
+        if (hh < heads) ss[hh * S::kScorePitch + j] = s[r];
+      }
     }
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < HB * D; e += kAttnWarps * 32) {
-    const int hh = e / D;
-    const int d = e % D;
+
+  // Softmax per head, one warp per head: probabilities replace the scores.
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  for (int hh = warp; hh < heads; hh += kAttnThreads / 32) {
+    float* row = ss + hh * S::kScorePitch;
     float mx = -INFINITY;
-    for (int w = 0; w < kAttnWarps; w++)
-      if (warp_l[w][hh] > 0.f) mx = fmaxf(mx, warp_m[w][hh]);
-    float total = 0.f;
-    float o = 0.f;
-    for (int w = 0; w < kAttnWarps; w++) {
-      const float f = warp_l[w][hh] > 0.f ? expf(warp_m[w][hh] - mx) : 0.f;
-      total += warp_l[w][hh] * f;
-      o += warp_acc[w][hh][d] * f;
+    for (int j = lane; j < n; j += 32) mx = fmaxf(mx, row[j]);
+    for (int offset = 16; offset > 0; offset >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, offset));
+    float sum = 0.f;
+    for (int j = lane; j < n; j += 32) {
+      const float p = expf(row[j] - mx);
+      row[j] = p;
+      sum += p;
     }
-    // (row, query head, split): D weighted values, then (max, sum).
-    const int64_t at = (static_cast<int64_t>(b) * q_heads + hq0 + hh) * splits + split;
-    part_o[at * D + d] = o;
-    if (d == 0) {
-      part_ml[at * 2] = mx;
-      part_ml[at * 2 + 1] = total;
+    sum = warp_sum(sum);
+    if (lane == 0) {
+      sml[2 * hh] = mx;
+      sml[2 * hh + 1] = sum;
+    }
+  }
+  __syncthreads();
+
+  // Weighted values: thread (pack of dims tid % kRowPacks, head set tid / kRowPacks).
+  constexpr int kValueSets = kAttnThreads / kRowPacks;
+  constexpr int kValueHeads = (kAttnHeads + kValueSets - 1) / kValueSets;
+  const int p = tid % kRowPacks;
+  const int set = tid / kRowPacks;
+  float acc[kValueHeads][P::kSize];
+#pragma unroll
+  for (int r = 0; r < kValueHeads; r++)
+#pragma unroll
+    for (int e = 0; e < P::kSize; e++) acc[r][e] = 0.f;
+#pragma unroll 4
+  for (int j = 0; j < n; j++) {
+    const P vp = reinterpret_cast<const P*>(sv + j * D)[p];
+    float vf[P::kSize];
+#pragma unroll
+    for (int e = 0; e < P::kSize; e++) vf[e] = load(&vp.v[e]);
+#pragma unroll
+    for (int r = 0; r < kValueHeads; r++) {
+      const int hh = set + r * kValueSets;
+      if (hh < heads) {
+        const float w = ss[hh * S::kScorePitch + j];
+#pragma unroll
+        for (int e = 0; e < P::kSize; e++) acc[r][e] += w * vf[e];
+      }
+    }
+  }
+  // (row, query head, split): D weighted values, then (max, sum).
+#pragma unroll
+  for (int r = 0; r < kValueHeads; r++) {
+    const int hh = set + r * kValueSets;
+    if (hh >= heads) continue;
+    const int64_t at = (head0 + hh) * splits + split;
+    float4* o4 = reinterpret_cast<float4*>(part_o + at * D + p * P::kSize);
+#pragma unroll
+    for (int e4 = 0; e4 < P::kSize / 4; e4++)
+      o4[e4] = make_float4(acc[r][4 * e4], acc[r][4 * e4 + 1], acc[r][4 * e4 + 2], acc[r][4 * e4 + 3]);
+    if (p == 0) {
+      part_ml[at * 2] = sml[2 * hh];
+      part_ml[at * 2 + 1] = sml[2 * hh + 1];
     }
   }
 }
@@ -407,6 +503,86 @@ __global__ void slot_decode_attention_merge(const float* __restrict__ part_o, co
   }
 }
 
+// ---- greedy pick: argmax and its log-probability -----------------------------------
+
+constexpr int kPickThreads = 1024;
+
+// A running (max, sum of exp(x - max), first index of the max) over part of a row.
+struct PickState {
+  float m;
+  float s;
+  int64_t i;
+};
+
+__device__ __forceinline__ void pick_add(PickState& a, float v, int64_t i) {
+  if (v > a.m) {
+    a.s = a.s * expf(a.m - v) + 1.f;
+    a.m = v;
+    a.i = i;
+  } else if (v > -INFINITY) {
+    a.s += expf(v - a.m);
+  }
+}
+
+__device__ __forceinline__ PickState pick_merge(PickState a, PickState b) {
+  const float m = fmaxf(a.m, b.m);
+  PickState r;
+  r.m = m;
+  r.s = m == -INFINITY ? 0.f : a.s * expf(a.m - m) + b.s * expf(b.m - m);
+  r.i = a.m > b.m ? a.i : b.m > a.m ? b.i : min(a.i, b.i);
+  return r;
+}
+
+// One block per row of `cols` values: the first index of the row's maximum (argmax's
+// rule) and log softmax there, which is -log(sum(exp(x - max))), reading the row once.
+// PACKED: 16-byte packs (cols % Pack::kSize == 0, aligned rows; checked by the launcher).
+template <typename T, bool PACKED>
+__global__ void __launch_bounds__(kPickThreads)
+    argmax_logprob_kernel(const T* __restrict__ x, int64_t cols, int64_t row_stride, int64_t* __restrict__ index,
+                          float* __restrict__ logprob) {
+  const T* row = x + static_cast<int64_t>(blockIdx.x) * row_stride;
+  PickState st{-INFINITY, 0.f, INT64_MAX};
+  if constexpr (PACKED) {
+    using P = Pack<T>;
+    const P* packs = reinterpret_cast<const P*>(row);
+    for (int64_t pi = threadIdx.x; pi < cols / P::kSize; pi += kPickThreads) {
+      const P pk = packs[pi];
+#pragma unroll
+      for (int e = 0; e < P::kSize; e++) pick_add(st, load(&pk.v[e]), pi * P::kSize + e);
+    }
+  } else {
+    for (int64_t c = threadIdx.x; c < cols; c += kPickThreads) pick_add(st, load(row + c), c);
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    PickState o;
+    o.m = __shfl_xor_sync(0xffffffffu, st.m, offset);
+    o.s = __shfl_xor_sync(0xffffffffu, st.s, offset);
+    o.i = __shfl_xor_sync(0xffffffffu, st.i, offset);
+    st = pick_merge(st, o);
+  }
+  __shared__ PickState warps[kPickThreads / 32];
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  if (lane == 0) warps[warp] = st;
+  __syncthreads();
+  if (warp == 0) {
+    st = warps[lane];  // kPickThreads / 32 == 32 warps: one per lane
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      PickState o;
+      o.m = __shfl_xor_sync(0xffffffffu, st.m, offset);
+      o.s = __shfl_xor_sync(0xffffffffu, st.s, offset);
+      o.i = __shfl_xor_sync(0xffffffffu, st.i, offset);
+      st = pick_merge(st, o);
+    }
+    if (lane == 0) {
+      // A row of -inf only: argmax says 0, and its log-probability is undefined.
+      index[blockIdx.x] = st.i == INT64_MAX ? 0 : st.i;
+      logprob[blockIdx.x] = st.m == -INFINITY ? NAN : -logf(st.s);
+    }
+  }
+}
+static_assert(kPickThreads == 32 * 32, "the second reduction takes one warp's worth of warps");
+
 const char* launched() {
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
@@ -431,50 +607,55 @@ const char* dispatch(Dtype dtype, Fn&& fn) {
   return launched();
 }
 
-template <typename T, int D>
-void launch_decode_attention(int64_t groups, unsigned batch, unsigned kv_heads, unsigned splits, cudaStream_t stream,
-                             const void* q, const void* k_new, const void* v_new, void* k_cache, void* v_cache,
-                             const int64_t* write_index, float* part_o, float* part_ml, void* out, int64_t k_row,
-                             int64_t v_row, int64_t slot_tokens, float scale) {
-  const unsigned q_heads = kv_heads * static_cast<unsigned>(groups);
-  // Two query heads per block where the group size allows: the pair shares its key loads.
-  if (groups % 2 == 0) {
-    slot_decode_attention_partial<T, D, 2><<<dim3(batch, q_heads / 2, splits), kAttnWarps * 32, 0, stream>>>(
-        static_cast<const T*>(q), static_cast<const T*>(k_new), static_cast<const T*>(v_new), static_cast<T*>(k_cache),
-        static_cast<T*>(v_cache), write_index, part_o, part_ml, k_row, v_row, slot_tokens, static_cast<int>(kv_heads),
-        static_cast<int>(groups), scale);
-  } else {
-    slot_decode_attention_partial<T, D, 1><<<dim3(batch, q_heads, splits), kAttnWarps * 32, 0, stream>>>(
-        static_cast<const T*>(q), static_cast<const T*>(k_new), static_cast<const T*>(v_new), static_cast<T*>(k_cache),
-        static_cast<T*>(v_cache), write_index, part_o, part_ml, k_row, v_row, slot_tokens, static_cast<int>(kv_heads),
-        static_cast<int>(groups), scale);
+template <typename T, int D, bool ROPE>
+const char* launch_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stream) {
+  const auto partial = slot_decode_attention_partial<T, D, ROPE>;
+  constexpr size_t kSmem = AttnSmem<T, D>::kBytes;
+  if constexpr (kSmem > 48 * 1024) {
+    // Above the default limit (float32): opt in once per instantiation.
+    static const cudaError_t opted = cudaFuncSetAttribute(partial, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (opted != cudaSuccess) return cudaGetErrorString(opted);
   }
-  slot_decode_attention_merge<T><<<dim3(batch, q_heads), D, 0, stream>>>(part_o, part_ml, static_cast<T*>(out),
+  const auto batch = static_cast<unsigned>(a.batch);
+  const auto kv_heads = static_cast<unsigned>(a.kv_heads);
+  const auto chunks = static_cast<unsigned>((a.groups + kAttnHeads - 1) / kAttnHeads);
+  const auto splits = static_cast<unsigned>(slot_decode_attention_splits(a.max_length));
+  partial<<<dim3(batch, kv_heads * chunks, splits), kAttnThreads, kSmem, stream>>>(
+      static_cast<const T*>(a.q), static_cast<const T*>(a.k_new), static_cast<const T*>(a.v_new),
+      static_cast<const T*>(a.cos), static_cast<const T*>(a.sin), static_cast<T*>(a.k_cache),
+      static_cast<T*>(a.v_cache), a.write_index, a.part_o, a.part_ml, a.q_row, a.k_row, a.v_row, a.slot_tokens,
+      static_cast<int>(a.kv_heads), static_cast<int>(a.groups), a.scale);
+  const unsigned q_heads = kv_heads * static_cast<unsigned>(a.groups);
+  slot_decode_attention_merge<T><<<dim3(batch, q_heads), D, 0, stream>>>(a.part_o, a.part_ml, static_cast<T*>(a.out),
                                                                          static_cast<int>(splits), D);
+  return launched();
 }
 
 }  // namespace
 
-bool slot_decode_attention_supported(int64_t groups, int64_t dim) { return dim == 128 && groups >= 1 && groups <= 64; }
+bool slot_decode_attention_supported(int64_t groups, int64_t dim) {
+  return (dim == 64 || dim == 128) && groups >= 1 && groups <= 1024;
+}
 
 int64_t slot_decode_attention_splits(int64_t max_length) {
   return max_length <= kAttnChunk ? 1 : (max_length + kAttnChunk - 1) / kAttnChunk;
 }
 
-const char* slot_decode_attention(Dtype dtype, const void* q, const void* k_new, const void* v_new, void* k_cache,
-                                  void* v_cache, const int64_t* write_index, float* part_o, float* part_ml,
-                                  void* out, int64_t batch, int64_t kv_heads, int64_t groups, int64_t dim,
-                                  int64_t k_row, int64_t v_row, int64_t slot_tokens, int64_t max_length, float scale,
-                                  void* stream) {
-  if (!slot_decode_attention_supported(groups, dim)) return "slot_decode_attention: unsupported head layout";
-  if (batch == 0) return nullptr;
-  return dispatch(dtype, [&](auto* tag) {
+const char* slot_decode_attention(Dtype dtype, const DecodeAttentionArgs& a, void* stream) {
+  if (!slot_decode_attention_supported(a.groups, a.dim)) return "slot_decode_attention: unsupported head layout";
+  if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.cos) || !aligned16(a.sin))
+    return "slot_decode_attention: q, the caches and cos / sin must be 16-byte aligned";
+  if ((a.cos == nullptr) != (a.sin == nullptr)) return "slot_decode_attention: cos and sin go together";
+  if (a.batch == 0) return nullptr;
+  const char* error = nullptr;
+  const char* dispatched = dispatch(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    launch_decode_attention<T, 128>(groups, static_cast<unsigned>(batch), static_cast<unsigned>(kv_heads),
-                                    static_cast<unsigned>(slot_decode_attention_splits(max_length)),
-                                    static_cast<cudaStream_t>(stream), q, k_new, v_new, k_cache, v_cache, write_index,
-                                    part_o, part_ml, out, k_row, v_row, slot_tokens, scale);
+    const bool rope = a.cos != nullptr;
+    const auto launch = a.dim == 64 ? (rope ? launch_decode_attention<T, 64, true> : launch_decode_attention<T, 64, false>)
+                                    : (rope ? launch_decode_attention<T, 128, true> : launch_decode_attention<T, 128, false>);
+    error = launch(a, static_cast<cudaStream_t>(stream));
   });
+  return error != nullptr ? error : dispatched;
 }
 
 const char* add_rms_norm(Dtype dtype, const void* x, const void* residual, const void* weight, void* sum_out,
@@ -529,6 +710,24 @@ const char* silu_mul(Dtype dtype, const void* gate, const void* up, void* out, i
     } else {
       silu_mul_kernel<T, false><<<grid, 256, 0, s>>>(static_cast<const T*>(gate), static_cast<const T*>(up),
                                                       static_cast<T*>(out), rows, static_cast<int>(cols), in_row);
+    }
+  });
+}
+
+const char* argmax_logprob(Dtype dtype, const void* x, int64_t rows, int64_t cols, int64_t row_stride, int64_t* index,
+                           float* logprob, void* stream) {
+  if (rows == 0) return nullptr;
+  if (cols == 0) return "argmax_logprob: rows of no values";
+  return dispatch(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const auto s = static_cast<cudaStream_t>(stream);
+    const int64_t pack = Pack<T>::kSize;
+    const bool packed = cols % pack == 0 && row_stride % pack == 0 && aligned16(x);
+    const auto grid = static_cast<unsigned>(rows);
+    if (packed) {
+      argmax_logprob_kernel<T, true><<<grid, kPickThreads, 0, s>>>(static_cast<const T*>(x), cols, row_stride, index, logprob);
+    } else {
+      argmax_logprob_kernel<T, false><<<grid, kPickThreads, 0, s>>>(static_cast<const T*>(x), cols, row_stride, index, logprob);
     }
   });
 }

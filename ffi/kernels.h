@@ -38,25 +38,45 @@ const char* rotary(Dtype dtype, const void* q, const void* k, const void* cos, c
 const char* silu_mul(Dtype dtype, const void* gate, const void* up, void* out, int64_t rows, int64_t cols,
                      int64_t in_row, void* stream);
 
-// Decode-step attention over a slot KV cache, one query token per row, grouped-query:
-//   q        (batch, kv_heads * groups, dim) contiguous, the rotated queries
-//   k_new    row b at k_new + b * k_row: (kv_heads, dim) dense, the rotated new key
-//   v_new    row b at v_new + b * v_row: (kv_heads, dim) dense
-//   k_cache, v_cache  (tokens, kv_heads, dim) contiguous: slot s holds tokens
-//            [s * slot_tokens, (s + 1) * slot_tokens)
-//   write_index (batch,) int64: the flat token row of each row's new position
-// Writes the new key and value at write_index and attends over positions 0..p of the
-// row's slot (p = write_index % slot_tokens): causal by construction, no mask. Every p
-// must be below max_length, which sets how many key splits run (the scratch part_o holds
+// Decode-step attention over a slot KV cache, one query token per row, grouped-query.
+// Writes each row's new key and value at write_index and attends over positions 0..p of
+// the row's slot (p = write_index % slot_tokens): causal by construction, no mask. Every
+// p must be below max_length, which sets how many key splits run (part_o holds
 // batch * kv_heads * groups * splits * dim floats, part_ml twice splits per head).
-// Scores, softmax and the weighted sum run in float32.
-// out: (batch, kv_heads * groups, dim) contiguous.
+// Scores, softmax and the weighted sum run in float32. dim is 64 or 128; any group size.
+struct DecodeAttentionArgs {
+  // q: row b at q + b * q_row, (kv_heads * groups, dim) dense, 16-byte aligned rows.
+  const void* q;
+  // k_new, v_new: row b at k_new + b * k_row (v_row): (kv_heads, dim) dense, any alignment.
+  const void* k_new;
+  const void* v_new;
+  // Rotary angles, row b at cos + b * dim, 16-byte aligned; or both null when q and k_new
+  // arrive rotated. Rotated here, they round exactly as rotary() does.
+  const void* cos;
+  const void* sin;
+  // (tokens, kv_heads, dim) contiguous, 16-byte aligned: slot s holds tokens
+  // [s * slot_tokens, (s + 1) * slot_tokens).
+  void* k_cache;
+  void* v_cache;
+  // (batch,) int64: the flat token row of each row's new position.
+  const int64_t* write_index;
+  float* part_o;
+  float* part_ml;
+  // (batch, kv_heads * groups, dim) contiguous.
+  void* out;
+  int64_t batch, kv_heads, groups, dim;
+  int64_t q_row, k_row, v_row;
+  int64_t slot_tokens, max_length;
+  float scale;
+};
 bool slot_decode_attention_supported(int64_t groups, int64_t dim);
 int64_t slot_decode_attention_splits(int64_t max_length);
-const char* slot_decode_attention(Dtype dtype, const void* q, const void* k_new, const void* v_new, void* k_cache,
-                                  void* v_cache, const int64_t* write_index, float* part_o, float* part_ml,
-                                  void* out, int64_t batch, int64_t kv_heads, int64_t groups, int64_t dim,
-                                  int64_t k_row, int64_t v_row, int64_t slot_tokens, int64_t max_length, float scale,
-                                  void* stream);
+const char* slot_decode_attention(Dtype dtype, const DecodeAttentionArgs& args, void* stream);
+
+// Per row of x (rows, cols; dense columns, row_stride elements apart): index = the first
+// position of the row's maximum, logprob = log_softmax(row) there = -log(sum(exp(row - max))),
+// in float32, reading the row once. The greedy pick of a sampler.
+const char* argmax_logprob(Dtype dtype, const void* x, int64_t rows, int64_t cols, int64_t row_stride, int64_t* index,
+                           float* logprob, void* stream);
 
 }  // namespace vt::kernels

@@ -37,6 +37,13 @@ export interface AttentionBackend {
    * output over each row's cached prefix plus the new positions, (B, numHeads, T, headDim).
    */
   attend(layer: number, q: Tensor, k: Tensor, v: Tensor): Tensor;
+  /**
+   * Optional: the same with q and k unrotated and the rotary tables cos, sin (B, T,
+   * headDim) (rotate-half convention), for backends that fold the rotation into their
+   * attention kernel. Undefined where the backend does not: the model then rotates and
+   * calls `attend`.
+   */
+  attendRotary?(layer: number, q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor): Tensor | undefined;
 }
 
 export interface ModelAdapter {

@@ -201,6 +201,14 @@ class StepAttention implements AttentionBackend {
     this.foldedMask = folded && torch.zeros(folded.shape, { dtype: spec.dtype, device: spec.device }).maskedFill(folded.logicalNot(), -Infinity);
   }
 
+  attendRotary(layer: number, q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor): Tensor | undefined {
+    // Decode only: one kernel rotates q and k, writes the cache and attends (CUDA).
+    if (this.at.T !== 1 || this.cache.mathAttention) return undefined;
+    const c = this.cache.layer(layer);
+    const D = this.cache.spec.headDim;
+    return F.slotDecodeAttention(q, k, v, c.flatKeys, c.flatValues, this.at.writeIndex, this.cache.slotTokens, this.at.window, D ** -0.5, { cos, sin });
+  }
+
   attend(layer: number, q: Tensor, k: Tensor, v: Tensor): Tensor {
     const { B, T } = this.at;
     const groups = this.groups;

@@ -17,6 +17,7 @@
  * Ids and log-probs come back to the host in a single copy.
  */
 import * as torch from "../torch/index.ts";
+import { F } from "../torch/index.ts";
 import type { Generator, Tensor } from "../torch/index.ts";
 
 export interface RowSampling {
@@ -40,16 +41,15 @@ export function sampleRows(logits: Tensor, rows: readonly RowSampling[], shared:
   const N = rows.length;
   const V = logits.shape[1]!;
   const device = logits.device;
-  const x = logits.float();
-  const allGreedy = rows.every((r) => r.temperature === 0);
   let tokens: Tensor;
-  let logp: Tensor;
-  if (allGreedy) {
-    tokens = x.argmax(-1);
-    logp = x.logSoftmax(-1);
+  let chosen: Tensor;
+  if (rows.every((r) => r.temperature === 0)) {
+    // One pass over the logits (one kernel on CUDA): argmax and its log-prob.
+    [tokens, chosen] = F.argmaxLogprob(logits);
   } else {
+    const x = logits.float();
     const temps = torch.tensor(Float32Array.from(rows, (r) => (r.temperature === 0 ? 1 : r.temperature)), [N, 1], { device });
-    logp = x.div(temps).logSoftmax(-1);
+    const logp = x.div(temps).logSoftmax(-1);
     let candidates = logp;
     if (rows.some((r) => r.temperature > 0 && (r.topK > 0 || r.topP < 1))) candidates = truncate(logp, rows, device);
     // Exponential race: argmax(log p - log E), E = -log U.
@@ -66,8 +66,8 @@ export function sampleRows(logits: Tensor, rows: readonly RowSampling[], shared:
     } else {
       tokens = sampled;
     }
+    chosen = logp.gather(1, tokens.view(N, 1)).view(N);
   }
-  const chosen = logp.gather(1, tokens.view(N, 1)).view(N);
   // One device -> host copy for both (ids < 2^24 are exact in float32).
   const host = torch.stack([tokens.float(), chosen]).toFloat32Array();
   return { tokenIds: Int32Array.from(host.subarray(0, N)), logprobs: host.slice(N) };

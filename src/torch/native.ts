@@ -92,7 +92,8 @@ const SYMBOLS = {
   vt_rotary: { args: [p, p, p, p, p], returns: i32 },
   vt_silu_mul: { args: [p, p, p], returns: i32 },
   vt_fused_kernels: { args: [], returns: i32 },
-  vt_slot_decode_attention: { args: [p, p, p, p, p, p, i64, i64, f64, p], returns: i32 },
+  vt_argmax_logprob: { args: [p, p], returns: i32 },
+  vt_slot_decode_attention: { args: [p, p, p, p, p, p, p, p, i64, i64, f64, p], returns: i32 },
   vt_set_fused_kernels: { args: [i32], returns: "void" },
   // autograd.cpp
   vt_requires_grad_: { args: [p, i32], returns: i32 },

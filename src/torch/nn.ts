@@ -55,18 +55,32 @@ export function siluMul(gate: Tensor, up: Tensor): Tensor {
 }
 
 /**
+ * A sampler's greedy pick: per row of `logits` (N, vocab), the index of the maximum (the
+ * first one on ties, as argmax) and log softmax(row) there, in float32. On CUDA one kernel
+ * reads each row once; elsewhere (or with gradients) float32 log_softmax, gathered.
+ * Returns [(N,) int64, (N,) float32].
+ */
+export function argmaxLogprob(logits: Tensor): [Tensor, Tensor] {
+  check(S.vt_argmax_logprob(logits._h, OUT_PTR));
+  return [new Tensor(OUT[0]!), new Tensor(OUT[1]!)];
+}
+
+/**
  * Decode-step attention over a serving engine's slot KV cache, in one CUDA kernel: writes
  * each row's new key and value at `writeIndex`, then attends over the row's slot from
  * position 0 up to there (causal by construction; no mask, no window).
- *   q:                (B, qHeads, 1, headDim), contiguous
+ *   q:                (B, qHeads, 1, headDim), heads and dims dense within each row
  *   k, v:             (B, kvHeads, 1, headDim), heads and dims dense within each row
  *   cacheK, cacheV:   (tokens, kvHeads, headDim); slot s holds tokens [s * slotTokens, (s + 1) * slotTokens)
  *   writeIndex:       (B,) int64, the flat token row of each row's new position
  *   maxLength:        above every row's new position (it sets how the keys are split
  *                     across blocks; a CUDA graph captures it with its attention window)
+ *   rotary:           optional (B, 1, headDim) cos and sin: q and k arrive unrotated and
+ *                     the kernel rotates them as `rotary` would (same rounding), the
+ *                     cache receiving the rotated key
  * Returns (B, qHeads, 1, headDim), or undefined where the kernel does not apply (CPU, no
- * fused kernels, gradients, a head layout it has no variant for); the caller then writes
- * the cache and runs scaledDotProductAttention.
+ * fused kernels, gradients, a head layout it has no variant for); the caller then rotates
+ * (if it asked for that), writes the cache and runs scaledDotProductAttention.
  */
 export function slotDecodeAttention(
   q: Tensor,
@@ -78,8 +92,11 @@ export function slotDecodeAttention(
   slotTokens: number,
   maxLength: number,
   scale: number,
+  rotary?: { cos: Tensor; sin: Tensor },
 ): Tensor | undefined {
-  check(S.vt_slot_decode_attention(q._h, k._h, v._h, cacheK._h, cacheV._h, writeIndex._h, slotTokens, maxLength, scale, OUT_PTR));
+  check(
+    S.vt_slot_decode_attention(q._h, k._h, v._h, cacheK._h, cacheV._h, writeIndex._h, handle(rotary?.cos), handle(rotary?.sin), slotTokens, maxLength, scale, OUT_PTR),
+  );
   return OUT[0] === 0 ? undefined : new Tensor(OUT[0]!);
 }
 

@@ -47,6 +47,12 @@ export interface AttentionHook {
    * prefix plus its new positions.
    */
   attend(layer: number, q: Tensor, k: Tensor, v: Tensor): Tensor;
+  /**
+   * Optional: the same with q and k still unrotated and the rotary tables cos, sin
+   * (B, T, headDim), for a hook that folds the rotation into its attention kernel.
+   * Undefined where it does not: the decoder then rotates and calls `attend`.
+   */
+  attendRotary?(layer: number, q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor): Tensor | undefined;
 }
 
 /**
@@ -217,11 +223,14 @@ export class Qwen25TextModel {
       const qkv = F.linear(x, this.packed[layer]!.qkvWeight, this.packed[layer]!.qkvBias);
       [qp, kp, vp] = [qkv.narrow(-1, 0, qSize), qkv.narrow(-1, qSize, kvSize), qkv.narrow(-1, qSize + kvSize, kvSize)];
     }
-    const [qr, kr] = F.rotary(qp.view(B, T, c.numHeads, c.headDim), kp.view(B, T, c.numKvHeads, c.headDim), cos, sin);
+    const qh = qp.view(B, T, c.numHeads, c.headDim);
+    const kh = kp.view(B, T, c.numKvHeads, c.headDim);
+    let v = vp.view(B, T, c.numKvHeads, c.headDim).transpose(1, 2);
+    let out = how.hook?.attendRotary?.(layer, qh.transpose(1, 2), kh.transpose(1, 2), v, cos, sin);
+    if (out) return this.outProjection(layer, out);
+    const [qr, kr] = F.rotary(qh, kh, cos, sin);
     const q = qr.transpose(1, 2);
     let k = kr.transpose(1, 2);
-    let v = vp.view(B, T, c.numKvHeads, c.headDim).transpose(1, 2);
-    let out: Tensor;
     if (how.hook) {
       out = how.hook.attend(layer, q, k, v);
     } else {
@@ -234,7 +243,14 @@ export class Qwen25TextModel {
         enableGqa: c.numKvHeads !== c.numHeads,
       });
     }
-    return F.linear(out.transpose(1, 2).reshape([B, T, c.numHeads * c.headDim]), this.w(`${p}.o_proj.weight`));
+    return this.outProjection(layer, out);
+  }
+
+  /** (B, heads, T, headDim) attention output -> (B, T, hidden). */
+  private outProjection(layer: number, out: Tensor): Tensor {
+    const [B, , T] = out.shape as [number, number, number, number];
+    const c = this.config;
+    return F.linear(out.transpose(1, 2).reshape([B, T, c.numHeads * c.headDim]), this.w(`model.layers.${layer}.self_attn.o_proj.weight`));
   }
 }
 

@@ -149,44 +149,100 @@ export function nnSuite(device: string): void {
       g.dispose();
     });
 
-    test("slotDecodeAttention writes the new key/value and equals attention over each row's slot prefix", () => {
+    test("argmaxLogprob picks the first maximum and its log-probability in one pass", () => {
+      const g = new torch.Generator({ seed: 5, device });
+      torch.tidy(() => {
+        // Hand-computed: ties go to the first index; -inf entries count for nothing.
+        const [idx, lp] = F.argmaxLogprob(T([1, 3, 3, -Infinity, 0, 2, 2, 1], [2, 4]));
+        expect(values(idx)).toEqual([1, 1]);
+        expectClose(values(lp), [3 - Math.log(Math.exp(1) + 2 * Math.exp(3)), 2 - Math.log(1 + 2 * Math.exp(2) + Math.exp(1))], 1e-5);
+        // Against float32 log_softmax at the argmax: every dtype, packed (vocab % 8 == 0) and
+        // scalar widths, and a column slice (rows further apart than their width).
+        for (const dtype of ["f32", "bf16", "f16"] as const) {
+          for (const [V, width] of [
+            [4096, 4096],
+            [1001, 1001],
+            [2048, 1536],
+          ] as const) {
+            const x = torch.randn([5, V], { generator: g, device }).mul(4).to(dtype).narrow(1, 0, width);
+            const [index, logprob] = F.argmaxLogprob(x);
+            expect(index.dtype).toBe("i64");
+            expect(logprob.dtype).toBe("f32");
+            const xf = x.float();
+            const ref = xf.argmax(-1);
+            expect(values(index)).toEqual(values(ref));
+            expectClose(values(logprob), values(xf.logSoftmax(-1).gather(1, ref.view(5, 1)).view(5)), 1e-5, 1e-5);
+          }
+        }
+      });
+      g.dispose();
+    });
+
+    test("slotDecodeAttention (with and without fused rotary) writes the new key/value and equals attention over each row's slot prefix", () => {
       const g = new torch.Generator({ seed: 3, device });
       torch.tidy(() => {
         const randn = (shape: number[], dtype: torch.DType) => torch.randn(shape, { generator: g, device }).to(dtype);
-        // Positions inside the first key chunk, on a chunk boundary, and at the slot's end.
-        const [B, D, slotTokens] = [3, 128, 256];
-        const slots = [2, 0, 3];
-        const positions = [5, 64, 255];
+        // Positions inside the first key chunk, on the first and last key of a chunk, and at
+        // the slot's end (keys are split into chunks of 64).
+        const [B, slotTokens] = [4, 256];
+        const slots = [2, 0, 3, 1];
+        const positions = [5, 64, 255, 127];
         const writeIndex = torch.tensor(slots.map((s, b) => s * slotTokens + positions[b]!), [B], { dtype: "i64", device });
-        for (const dtype of ["f32", "bf16"] as const) {
-          for (const [Hq, Hk] of [
-            [16, 2],
-            [4, 4],
+        for (const dtype of ["f32", "bf16", "f16"] as const) {
+          // (query heads, kv heads, head dim): Qwen2.5-VL's group of 8; no grouping; a group
+          // of 12, taken in two head chunks; a group of 7 with head dim 64.
+          for (const [Hq, Hk, D] of [
+            [16, 2, 128],
+            [4, 4, 128],
+            [24, 2, 128],
+            [14, 2, 64],
           ] as const) {
-            const cacheK = randn([4 * slotTokens, Hk, D], dtype);
-            const cacheV = randn([4 * slotTokens, Hk, D], dtype);
-            const q = randn([B, Hq, 1, D], dtype);
-            // k and v as column slices of one packed row, like the decoder's projections.
-            const kv = randn([B, 1, 2 * Hk * D], dtype);
-            const k = kv.narrow(-1, 0, Hk * D).view(B, 1, Hk, D).transpose(1, 2);
-            const v = kv.narrow(-1, Hk * D, Hk * D).view(B, 1, Hk, D).transpose(1, 2);
-            const [kc, vc] = [cacheK.clone(), cacheV.clone()];
-            const out = torch.noGrad(() => F.slotDecodeAttention(q, k, v, kc, vc, writeIndex, slotTokens, slotTokens, D ** -0.5));
-            if (out === undefined) {
-              // Only CUDA builds with the fused kernels have it.
-              expect(device === "cpu" || !F.fusedKernels()).toBe(true);
-              return;
-            }
-            expect(out.shape).toEqual([B, Hq, 1, D]);
-            const [rk, rv] = [cacheK.clone(), cacheV.clone()];
-            rk.indexCopy_(0, writeIndex, k.reshape(B, Hk, D));
-            rv.indexCopy_(0, writeIndex, v.reshape(B, Hk, D));
-            expect(values(kc)).toEqual(values(rk));
-            expect(values(vc)).toEqual(values(rv));
-            for (let b = 0; b < B; b++) {
-              const window = (t: torch.Tensor) => t.narrow(0, slots[b]! * slotTokens, positions[b]! + 1).transpose(0, 1).unsqueeze(0).float();
-              const ref = F.scaledDotProductAttention(q.narrow(0, b, 1).float(), window(rk), window(rv), { enableGqa: Hq !== Hk });
-              expectClose(values(out.narrow(0, b, 1).float()), values(ref), dtype === "f32" ? 1e-4 : 2e-2, dtype === "f32" ? 1e-4 : 2e-2);
+            for (const rope of [false, true]) {
+              const cacheK = randn([slots.length * slotTokens, Hk, D], dtype);
+              const cacheV = randn([slots.length * slotTokens, Hk, D], dtype);
+              let q: torch.Tensor, k: torch.Tensor, v: torch.Tensor;
+              if (rope) {
+                // q, k and v as column slices of one packed row, like the decoder's projections.
+                const qkv = randn([B, 1, (Hq + 2 * Hk) * D], dtype);
+                q = qkv.narrow(-1, 0, Hq * D).view(B, 1, Hq, D).transpose(1, 2);
+                k = qkv.narrow(-1, Hq * D, Hk * D).view(B, 1, Hk, D).transpose(1, 2);
+                v = qkv.narrow(-1, (Hq + Hk) * D, Hk * D).view(B, 1, Hk, D).transpose(1, 2);
+              } else {
+                // k and v one element into their packed row: new rows need no alignment.
+                q = randn([B, Hq, 1, D], dtype);
+                const kv = randn([B, 1, 2 * Hk * D + 1], dtype).narrow(-1, 1, 2 * Hk * D);
+                k = kv.narrow(-1, 0, Hk * D).view(B, 1, Hk, D).transpose(1, 2);
+                v = kv.narrow(-1, Hk * D, Hk * D).view(B, 1, Hk, D).transpose(1, 2);
+              }
+              // Rotary tables in the rotate-half layout: each angle twice.
+              const angles = torch.rand([B, 1, D / 2], { generator: g, device }).mul(6);
+              const emb = torch.cat([angles, angles], -1);
+              const [cos, sin] = [emb.cos().to(dtype), emb.sin().to(dtype)];
+              const [kc, vc] = [cacheK.clone(), cacheV.clone()];
+              const out = torch.noGrad(() =>
+                F.slotDecodeAttention(q, k, v, kc, vc, writeIndex, slotTokens, slotTokens, D ** -0.5, rope ? { cos, sin } : undefined),
+              );
+              if (out === undefined) {
+                // Only CUDA builds with the fused kernels have it.
+                expect(device === "cpu" || !F.fusedKernels()).toBe(true);
+                return;
+              }
+              expect(out.shape).toEqual([B, Hq, 1, D]);
+              // The reference: the separate rotary kernel, index_copy_ into the cache, SDPA.
+              const [qr, kr] = rope
+                ? F.rotary(q.transpose(1, 2), k.transpose(1, 2), cos, sin).map((t) => t.transpose(1, 2))
+                : [q, k];
+              const [rk, rv] = [cacheK.clone(), cacheV.clone()];
+              rk.indexCopy_(0, writeIndex, kr!.reshape(B, Hk, D));
+              rv.indexCopy_(0, writeIndex, v.reshape(B, Hk, D));
+              expect(values(kc)).toEqual(values(rk));
+              expect(values(vc)).toEqual(values(rv));
+              for (let b = 0; b < B; b++) {
+                const window = (t: torch.Tensor) => t.narrow(0, slots[b]! * slotTokens, positions[b]! + 1).transpose(0, 1).unsqueeze(0).float();
+                const ref = F.scaledDotProductAttention(qr!.narrow(0, b, 1).float(), window(rk), window(rv), { enableGqa: Hq !== Hk });
+                const tol = dtype === "f32" ? 1e-4 : 2e-2;
+                expectClose(values(out.narrow(0, b, 1).float()), values(ref), tol, tol);
+              }
             }
           }
         }
