@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
+#include <mma.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -227,25 +228,37 @@ __global__ void silu_mul_kernel(const T* __restrict__ gate, const T* __restrict_
 // query heads (a whole group for Qwen-style GQA, so each key is read from memory once),
 // their softmax, and the weighted values. It writes an unnormalised partial (max, sum of
 // exponentials, weighted values) per query head; a second kernel merges the splits.
+//
+// In 16-bit types both products run on tensor cores (WMMA 8 x 32 x 16 tiles: the eight
+// query heads are the tile's rows), with probabilities rounded to the input type for the
+// second product as flash attention does; float32 runs them on CUDA cores.
 
 constexpr int kAttnThreads = 128;
 constexpr int kAttnChunk = 64;  // keys per block
 constexpr int kAttnHeads = 8;   // query heads per block
 static_assert(kAttnThreads % kAttnChunk == 0, "score phase: whole head sets per key");
 
-// Dynamic shared memory of one block: keys (rows padded by one pack, so the score phase's
-// column-wise reads hit distinct banks), values, scaled queries in float, scores (then
-// probabilities), and each head's (max, sum).
+// Dynamic shared memory of one block, in 32-byte aligned sections (WMMA's requirement):
+// keys (rows padded by one pack, so column-wise reads hit distinct banks), values, the
+// queries (float32 and scaled on CUDA cores; as T with padded rows on tensor cores, where
+// the section later receives the float32 output), scores, probabilities as T (tensor
+// cores), and each head's (max, sum).
 template <typename T, int D>
 struct AttnSmem {
+  static constexpr bool kTensorCores = !std::is_same_v<T, float>;
   static constexpr int kKeyPitch = D + Pack<T>::kSize;
-  static constexpr int kScorePitch = kAttnChunk + 1;
+  static constexpr int kQueryPitch = D + Pack<T>::kSize;  // tensor cores: T rows
+  static constexpr int kScorePitch = kAttnChunk + 4;
+  static constexpr int kProbPitch = kAttnChunk + 8;
   static constexpr size_t kKeys = sizeof(T) * kAttnChunk * kKeyPitch;
   static constexpr size_t kValues = sizeof(T) * kAttnChunk * D;
   static constexpr size_t kQueries = sizeof(float) * kAttnHeads * D;
   static constexpr size_t kScores = sizeof(float) * kAttnHeads * kScorePitch;
-  static constexpr size_t kBytes = kKeys + kValues + kQueries + kScores + sizeof(float) * 2 * kAttnHeads;
-  static_assert(kKeys % 16 == 0 && kValues % 16 == 0 && kQueries % 16 == 0, "16-byte aligned sections");
+  static constexpr size_t kProbs = kTensorCores ? sizeof(T) * kAttnHeads * kProbPitch : 0;
+  static constexpr size_t kBytes = kKeys + kValues + kQueries + kScores + kProbs + sizeof(float) * 2 * kAttnHeads;
+  static_assert(kKeys % 32 == 0 && kValues % 32 == 0 && kQueries % 32 == 0 && kScores % 32 == 0 && kProbs % 32 == 0,
+                "32-byte aligned sections");
+  static_assert(!kTensorCores || sizeof(T) * kAttnHeads * kQueryPitch <= kQueries, "T queries fit the float32 section");
 };
 
 // x rotated by one rotary angle: x * c + partner * s, where partner is -x[d + dim / 2] in
@@ -270,12 +283,15 @@ __global__ void __launch_bounds__(kAttnThreads)
   using S = AttnSmem<T, D>;
   constexpr int kRowPacks = D / P::kSize;
   static_assert(D % P::kSize == 0 && kAttnThreads % kRowPacks == 0, "whole packs per row");
-  extern __shared__ __align__(16) unsigned char smem[];
+  constexpr bool kTensorCores = S::kTensorCores;
+  extern __shared__ __align__(128) unsigned char smem[];
   T* sk = reinterpret_cast<T*>(smem);
   T* sv = reinterpret_cast<T*>(smem + S::kKeys);
-  float* sq = reinterpret_cast<float*>(smem + S::kKeys + S::kValues);
+  float* sq = reinterpret_cast<float*>(smem + S::kKeys + S::kValues);  // CUDA cores; later the output
+  T* sqt = reinterpret_cast<T*>(sq);                                    // tensor cores
   float* ss = reinterpret_cast<float*>(smem + S::kKeys + S::kValues + S::kQueries);
-  float* sml = ss + kAttnHeads * S::kScorePitch;
+  T* sp = reinterpret_cast<T*>(smem + S::kKeys + S::kValues + S::kQueries + S::kScores);
+  float* sml = reinterpret_cast<float*>(smem + S::kKeys + S::kValues + S::kQueries + S::kScores + S::kProbs);
 
   const int tid = threadIdx.x;
   const int b = blockIdx.x;
@@ -295,7 +311,7 @@ __global__ void __launch_bounds__(kAttnThreads)
   constexpr int kQueryPacks = (kAttnHeads * kRowPacks + kAttnThreads - 1) / kAttnThreads;
   constexpr int kHalfPacks = kRowPacks / 2;
   const P* qrow = reinterpret_cast<const P*>(q + b * q_row + head_in_row * D);
-  P qp[kQueryPacks], partner[kQueryPacks], cp[kQueryPacks], sp[kQueryPacks];
+  P qp[kQueryPacks], partner[kQueryPacks], cosp[kQueryPacks], sinp[kQueryPacks];
 #pragma unroll
   for (int r = 0; r < kQueryPacks; r++) {
     const int i = tid + r * kAttnThreads;
@@ -303,8 +319,8 @@ __global__ void __launch_bounds__(kAttnThreads)
       qp[r] = qrow[i];
       if constexpr (ROPE) {
         partner[r] = qrow[i ^ kHalfPacks];
-        cp[r] = reinterpret_cast<const P*>(cos + b * D)[i % kRowPacks];
-        sp[r] = reinterpret_cast<const P*>(sin + b * D)[i % kRowPacks];
+        cosp[r] = reinterpret_cast<const P*>(cos + b * D)[i % kRowPacks];
+        sinp[r] = reinterpret_cast<const P*>(sin + b * D)[i % kRowPacks];
       }
     }
   }
@@ -361,26 +377,61 @@ __global__ void __launch_bounds__(kAttnThreads)
 #pragma unroll
   for (int r = 0; r < kQueryPacks; r++) {
     const int i = tid + r * kAttnThreads;
-    if (i < heads * kRowPacks) {
+    if (i >= kAttnHeads * kRowPacks) continue;
+    P x;
 #pragma unroll
-      for (int e = 0; e < P::kSize; e++) {
-        T x = qp[r].v[e];
-        if constexpr (ROPE) {
-          x = rotated<T>(load(&x), load(&partner[r].v[e]), load(&cp[r].v[e]), load(&sp[r].v[e]),
-                         i % kRowPacks < kHalfPacks);
-        }
-        sq[i * P::kSize + e] = load(&x) * scale;
+    for (int e = 0; e < P::kSize; e++) x.v[e] = cast<T>(0.f);  // tensor cores: unused heads are zero rows
+    if (i < heads * kRowPacks) {
+      x = qp[r];
+      if constexpr (ROPE) {
+#pragma unroll
+        for (int e = 0; e < P::kSize; e++)
+          x.v[e] = rotated<T>(load(&x.v[e]), load(&partner[r].v[e]), load(&cosp[r].v[e]), load(&sinp[r].v[e]),
+                              i % kRowPacks < kHalfPacks);
       }
+    } else if constexpr (!kTensorCores) {
+      continue;
     }
+    if constexpr (kTensorCores) {
+      *reinterpret_cast<P*>(sqt + (i / kRowPacks) * S::kQueryPitch + (i % kRowPacks) * P::kSize) = x;
+    } else {
+#pragma unroll
+      for (int e = 0; e < P::kSize; e++) sq[i * P::kSize + e] = load(&x.v[e]) * scale;
+    }
+  }
+  // Tensor cores read whole 16-key steps: values past the last key must be zeros, not
+  // whatever the shared memory held (0 * NaN would reach the output).
+  const int n16 = (n + 15) / 16 * 16;
+  if constexpr (kTensorCores) {
+    for (int i = n * D + tid; i < n16 * D; i += kAttnThreads) sv[i] = cast<T>(0.f);
   }
   __pipeline_wait_prior(0);
   __syncthreads();
 
-  // Scores: thread (key tid % kAttnChunk, head set tid / kAttnChunk). A warp shares its
-  // head set, so query reads are broadcasts and `hh < heads` never diverges.
-  constexpr int kScoreSets = kAttnThreads / kAttnChunk;
-  constexpr int kScoreHeads = (kAttnHeads + kScoreSets - 1) / kScoreSets;
-  {
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  if constexpr (kTensorCores) {
+    // Scores (8 heads x 64 keys) = Q K^T: warps 0 and 1 take 32 keys each. Columns past
+    // the last key hold garbage and are never read.
+    using namespace nvcuda;
+    if (warp < kAttnChunk / 32) {
+      wmma::fragment<wmma::accumulator, 8, 32, 16, float> acc;
+      wmma::fill_fragment(acc, 0.f);
+#pragma unroll
+      for (int k0 = 0; k0 < D; k0 += 16) {
+        wmma::fragment<wmma::matrix_a, 8, 32, 16, T, wmma::row_major> qa;
+        wmma::fragment<wmma::matrix_b, 8, 32, 16, T, wmma::col_major> kb;
+        wmma::load_matrix_sync(qa, sqt + k0, S::kQueryPitch);
+        wmma::load_matrix_sync(kb, sk + warp * 32 * S::kKeyPitch + k0, S::kKeyPitch);
+        wmma::mma_sync(acc, qa, kb, acc);
+      }
+      wmma::store_matrix_sync(ss + warp * 32, acc, S::kScorePitch, wmma::mem_row_major);
+    }
+  } else {
+    // Scores: thread (key tid % kAttnChunk, head set tid / kAttnChunk). A warp shares its
+    // head set, so query reads are broadcasts and `hh < heads` never diverges.
+    constexpr int kScoreSets = kAttnThreads / kAttnChunk;
+    constexpr int kScoreHeads = (kAttnHeads + kScoreSets - 1) / kScoreSets;
     const int j = tid % kAttnChunk;
     const int set = tid / kAttnChunk;
     if (j < n) {
@@ -416,18 +467,27 @@ __global__ void __launch_bounds__(kAttnThreads)
   }
   __syncthreads();
 
-  // Softmax per head, one warp per head: probabilities replace the scores.
-  const int warp = tid / 32;
-  const int lane = tid % 32;
-  for (int hh = warp; hh < heads; hh += kAttnThreads / 32) {
+  // Softmax per head, one warp per head. CUDA cores: probabilities replace the scores
+  // (the scale is already in q). Tensor cores: scaled here, probabilities go to sp as T,
+  // zero past the last key and for unused heads.
+  for (int hh = warp; hh < (kTensorCores ? kAttnHeads : heads); hh += kAttnThreads / 32) {
     float* row = ss + hh * S::kScorePitch;
+    if (hh >= heads) {
+      for (int j = lane; j < kAttnChunk; j += 32) sp[hh * S::kProbPitch + j] = cast<T>(0.f);
+      continue;
+    }
+    const float f = kTensorCores ? scale : 1.f;
     float mx = -INFINITY;
-    for (int j = lane; j < n; j += 32) mx = fmaxf(mx, row[j]);
+    for (int j = lane; j < n; j += 32) mx = fmaxf(mx, row[j] * f);
     for (int offset = 16; offset > 0; offset >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, offset));
     float sum = 0.f;
-    for (int j = lane; j < n; j += 32) {
-      const float p = expf(row[j] - mx);
-      row[j] = p;
+    for (int j = lane; j < kAttnChunk; j += 32) {
+      const float p = j < n ? expf(row[j] * f - mx) : 0.f;
+      if constexpr (kTensorCores) {
+        sp[hh * S::kProbPitch + j] = cast<T>(p);
+      } else if (j < n) {
+        row[j] = p;
+      }
       sum += p;
     }
     sum = warp_sum(sum);
@@ -437,6 +497,37 @@ __global__ void __launch_bounds__(kAttnThreads)
     }
   }
   __syncthreads();
+
+  if constexpr (kTensorCores) {
+    // Output (8 heads x D) = P V: warp w takes dims [32 w, 32 w + 32), over the 16-key
+    // steps that hold keys; float32 results land in the queries' section.
+    using namespace nvcuda;
+    if (warp < D / 32) {
+      wmma::fragment<wmma::accumulator, 8, 32, 16, float> acc;
+      wmma::fill_fragment(acc, 0.f);
+      for (int k0 = 0; k0 < n16; k0 += 16) {
+        wmma::fragment<wmma::matrix_a, 8, 32, 16, T, wmma::row_major> pa;
+        wmma::fragment<wmma::matrix_b, 8, 32, 16, T, wmma::row_major> vb;
+        wmma::load_matrix_sync(pa, sp + k0, S::kProbPitch);
+        wmma::load_matrix_sync(vb, sv + k0 * D + warp * 32, D);
+        wmma::mma_sync(acc, pa, vb, acc);
+      }
+      wmma::store_matrix_sync(sq + warp * 32, acc, D, wmma::mem_row_major);
+    }
+    __syncthreads();
+    // (row, query head, split): D weighted values, then (max, sum).
+    for (int i = tid; i < heads * (D / 4); i += kAttnThreads) {
+      const int hh = i / (D / 4);
+      const int d4 = i % (D / 4);
+      const int64_t at = (head0 + hh) * splits + split;
+      reinterpret_cast<float4*>(part_o + at * D)[d4] = reinterpret_cast<const float4*>(sq + hh * D)[d4];
+      if (d4 == 0) {
+        part_ml[at * 2] = sml[2 * hh];
+        part_ml[at * 2 + 1] = sml[2 * hh + 1];
+      }
+    }
+    return;
+  }
 
   // Weighted values: thread (pack of dims tid % kRowPacks, head set tid / kRowPacks).
   constexpr int kValueSets = kAttnThreads / kRowPacks;
