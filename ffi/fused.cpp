@@ -257,8 +257,12 @@ VT_API int32_t vt_argmax_logprob(void* xh, double* out) {
     c10::cuda::CUDAGuard guard(x.device());
     at::Tensor index = at::empty({x.size(0)}, x.options().dtype(at::kLong));
     at::Tensor logprob = at::empty({x.size(0)}, x.options().dtype(at::kFloat));
+    const int64_t parts = vt::kernels::argmax_logprob_parts(x.size(0), x.size(1));
+    at::Tensor part_ms = at::empty({x.size(0) * parts * 2}, x.options().dtype(at::kFloat));
+    at::Tensor part_i = at::empty({x.size(0) * parts}, x.options().dtype(at::kLong));
     check(vt::kernels::argmax_logprob(dtype, x.data_ptr(), x.size(0), x.size(1), x.stride(0), index.data_ptr<int64_t>(),
-                                      logprob.data_ptr<float>(), stream_of(x)),
+                                      logprob.data_ptr<float>(), part_ms.data_ptr<float>(),
+                                      part_i.data_ptr<int64_t>(), stream_of(x)),
           "argmax_logprob kernel");
     out[0] = vt::wrap(std::move(index));
     out[1] = vt::wrap(std::move(logprob));

@@ -79,11 +79,15 @@ __global__ void __launch_bounds__(kNormThreads)
   const int64_t base = static_cast<int64_t>(blockIdx.x) * hidden;
   const int packs = hidden / kSize;
   float vals[kNormPacks][kSize];
+  // The weight is loaded with the inputs, so its round trip overlaps theirs rather than
+  // following the reduction.
+  P wp[kNormPacks];
   float squares = 0.f;
 #pragma unroll
   for (int r = 0; r < kNormPacks; r++) {
     const int pi = threadIdx.x + r * kNormThreads;
     if (pi >= packs) break;
+    if (weight != nullptr) wp[r] = reinterpret_cast<const P*>(weight)[pi];
     const P xp = reinterpret_cast<const P*>(x + base)[pi];
     P rp, sp;
     if (residual != nullptr) rp = reinterpret_cast<const P*>(residual + base)[pi];
@@ -117,12 +121,11 @@ __global__ void __launch_bounds__(kNormThreads)
   for (int r = 0; r < kNormPacks; r++) {
     const int pi = threadIdx.x + r * kNormThreads;
     if (pi >= packs) break;
-    P wp, op;
-    if (weight != nullptr) wp = reinterpret_cast<const P*>(weight)[pi];
+    P op;
 #pragma unroll
     for (int e = 0; e < kSize; e++) {
       const float y = rounded<T>(vals[r][e] * r_inv);
-      op.v[e] = cast<T>(weight != nullptr ? load(&wp.v[e]) * y : y);
+      op.v[e] = cast<T>(weight != nullptr ? load(&wp[r].v[e]) * y : y);
     }
     reinterpret_cast<P*>(norm_out + base)[pi] = op;
   }
@@ -326,7 +329,11 @@ __global__ void __launch_bounds__(kAttnThreads)
   }
 
   const int64_t flat = write_index[b];
-  const int64_t pos = flat % slot_tokens;
+  // 32-bit division where it fits: the 64-bit one is a long software routine on the
+  // path every thread waits on.
+  const int64_t pos = flat <= UINT32_MAX && slot_tokens <= UINT32_MAX
+                          ? static_cast<uint32_t>(flat) % static_cast<uint32_t>(slot_tokens)
+                          : flat % slot_tokens;
   const int64_t first = flat - pos;  // token row of position 0 of this slot
   const int64_t begin = static_cast<int64_t>(split) * kAttnChunk;
   const int64_t n64 = pos + 1 - begin;
@@ -624,26 +631,7 @@ __device__ __forceinline__ PickState pick_merge(PickState a, PickState b) {
   return r;
 }
 
-// One block per row of `cols` values: the first index of the row's maximum (argmax's
-// rule) and log softmax there, which is -log(sum(exp(x - max))), reading the row once.
-// PACKED: 16-byte packs (cols % Pack::kSize == 0, aligned rows; checked by the launcher).
-template <typename T, bool PACKED>
-__global__ void __launch_bounds__(kPickThreads)
-    argmax_logprob_kernel(const T* __restrict__ x, int64_t cols, int64_t row_stride, int64_t* __restrict__ index,
-                          float* __restrict__ logprob) {
-  const T* row = x + static_cast<int64_t>(blockIdx.x) * row_stride;
-  PickState st{-INFINITY, 0.f, INT64_MAX};
-  if constexpr (PACKED) {
-    using P = Pack<T>;
-    const P* packs = reinterpret_cast<const P*>(row);
-    for (int64_t pi = threadIdx.x; pi < cols / P::kSize; pi += kPickThreads) {
-      const P pk = packs[pi];
-#pragma unroll
-      for (int e = 0; e < P::kSize; e++) pick_add(st, load(&pk.v[e]), pi * P::kSize + e);
-    }
-  } else {
-    for (int64_t c = threadIdx.x; c < cols; c += kPickThreads) pick_add(st, load(row + c), c);
-  }
+__device__ __forceinline__ PickState pick_warp_merge(PickState st) {
   for (int offset = 16; offset > 0; offset >>= 1) {
     PickState o;
     o.m = __shfl_xor_sync(0xffffffffu, st.m, offset);
@@ -651,26 +639,68 @@ __global__ void __launch_bounds__(kPickThreads)
     o.i = __shfl_xor_sync(0xffffffffu, st.i, offset);
     st = pick_merge(st, o);
   }
+  return st;
+}
+
+__device__ __forceinline__ void pick_store(const PickState& st, int64_t row, int64_t* index, float* logprob) {
+  // A row of -inf only: argmax says 0, and its log-probability is undefined.
+  index[row] = st.i == INT64_MAX ? 0 : st.i;
+  logprob[row] = st.m == -INFINITY ? NAN : -logf(st.s);
+}
+
+// Block (row, part) reads columns [part * span, (part + 1) * span) of the row once:
+// the first index of their maximum (argmax's rule) and the sum of exp(x - max). With one
+// part it stores the row's result: log softmax at the argmax is -log(that sum); with
+// several, argmax_logprob_merge combines the parts (a row alone would keep a few SMs
+// busy while the rest wait). PACKED: 16-byte packs (cols, row_stride and span multiples
+// of Pack::kSize, aligned rows; checked by the launcher).
+template <typename T, bool PACKED>
+__global__ void __launch_bounds__(kPickThreads)
+    argmax_logprob_kernel(const T* __restrict__ x, int64_t cols, int64_t row_stride, int64_t span,
+                          int64_t* __restrict__ index, float* __restrict__ logprob, float* __restrict__ part_ms,
+                          int64_t* __restrict__ part_i) {
+  const T* row = x + static_cast<int64_t>(blockIdx.x) * row_stride;
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * span;
+  const int64_t end = begin + span < cols ? begin + span : cols;
+  PickState st{-INFINITY, 0.f, INT64_MAX};
+  if constexpr (PACKED) {
+    using P = Pack<T>;
+    const P* packs = reinterpret_cast<const P*>(row);
+    for (int64_t pi = begin / P::kSize + threadIdx.x; pi < end / P::kSize; pi += kPickThreads) {
+      const P pk = packs[pi];
+#pragma unroll
+      for (int e = 0; e < P::kSize; e++) pick_add(st, load(&pk.v[e]), pi * P::kSize + e);
+    }
+  } else {
+    for (int64_t c = begin + threadIdx.x; c < end; c += kPickThreads) pick_add(st, load(row + c), c);
+  }
+  st = pick_warp_merge(st);
   __shared__ PickState warps[kPickThreads / 32];
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
   if (lane == 0) warps[warp] = st;
   __syncthreads();
-  if (warp == 0) {
-    st = warps[lane];  // kPickThreads / 32 == 32 warps: one per lane
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      PickState o;
-      o.m = __shfl_xor_sync(0xffffffffu, st.m, offset);
-      o.s = __shfl_xor_sync(0xffffffffu, st.s, offset);
-      o.i = __shfl_xor_sync(0xffffffffu, st.i, offset);
-      st = pick_merge(st, o);
-    }
-    if (lane == 0) {
-      // A row of -inf only: argmax says 0, and its log-probability is undefined.
-      index[blockIdx.x] = st.i == INT64_MAX ? 0 : st.i;
-      logprob[blockIdx.x] = st.m == -INFINITY ? NAN : -logf(st.s);
-    }
+  if (warp != 0) return;
+  st = pick_warp_merge(warps[lane]);  // kPickThreads / 32 == 32 warps: one per lane
+  if (lane != 0) return;
+  if (gridDim.y == 1) {
+    pick_store(st, blockIdx.x, index, logprob);
+  } else {
+    const int64_t at = static_cast<int64_t>(blockIdx.x) * gridDim.y + blockIdx.y;
+    part_ms[2 * at] = st.m;
+    part_ms[2 * at + 1] = st.s;
+    part_i[at] = st.i;
   }
+}
+
+// One warp per row: combines the row's parts (at most 32).
+__global__ void argmax_logprob_merge(const float* __restrict__ part_ms, const int64_t* __restrict__ part_i, int parts,
+                                     int64_t* __restrict__ index, float* __restrict__ logprob) {
+  const int64_t at = static_cast<int64_t>(blockIdx.x) * parts + threadIdx.x;
+  PickState st{-INFINITY, 0.f, INT64_MAX};
+  if (static_cast<int>(threadIdx.x) < parts) st = PickState{part_ms[2 * at], part_ms[2 * at + 1], part_i[at]};
+  st = pick_warp_merge(st);
+  if (threadIdx.x == 0) pick_store(st, blockIdx.x, index, logprob);
 }
 static_assert(kPickThreads == 32 * 32, "the second reduction takes one warp's worth of warps");
 
@@ -805,20 +835,36 @@ const char* silu_mul(Dtype dtype, const void* gate, const void* up, void* out, i
   });
 }
 
+int64_t argmax_logprob_parts(int64_t rows, int64_t cols) {
+  // About 256 blocks in all, and no part under 8192 columns.
+  int64_t parts = (256 + rows - 1) / rows;
+  parts = parts < cols / 8192 ? parts : cols / 8192;
+  return parts < 1 ? 1 : parts > 32 ? 32 : parts;
+}
+
 const char* argmax_logprob(Dtype dtype, const void* x, int64_t rows, int64_t cols, int64_t row_stride, int64_t* index,
-                           float* logprob, void* stream) {
+                           float* logprob, float* part_ms, int64_t* part_i, void* stream) {
   if (rows == 0) return nullptr;
   if (cols == 0) return "argmax_logprob: rows of no values";
+  const int64_t parts = argmax_logprob_parts(rows, cols);
+  if (parts > 1 && (part_ms == nullptr || part_i == nullptr)) return "argmax_logprob: no scratch for the parts";
   return dispatch(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     const auto s = static_cast<cudaStream_t>(stream);
     const int64_t pack = Pack<T>::kSize;
     const bool packed = cols % pack == 0 && row_stride % pack == 0 && aligned16(x);
-    const auto grid = static_cast<unsigned>(rows);
+    const int64_t span = ((cols + parts - 1) / parts + pack - 1) / pack * pack;
+    const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(parts));
     if (packed) {
-      argmax_logprob_kernel<T, true><<<grid, kPickThreads, 0, s>>>(static_cast<const T*>(x), cols, row_stride, index, logprob);
+      argmax_logprob_kernel<T, true><<<grid, kPickThreads, 0, s>>>(static_cast<const T*>(x), cols, row_stride, span,
+                                                                    index, logprob, part_ms, part_i);
     } else {
-      argmax_logprob_kernel<T, false><<<grid, kPickThreads, 0, s>>>(static_cast<const T*>(x), cols, row_stride, index, logprob);
+      argmax_logprob_kernel<T, false><<<grid, kPickThreads, 0, s>>>(static_cast<const T*>(x), cols, row_stride, span,
+                                                                     index, logprob, part_ms, part_i);
+    }
+    if (parts > 1) {
+      argmax_logprob_merge<<<static_cast<unsigned>(rows), 32, 0, s>>>(part_ms, part_i, static_cast<int>(parts), index,
+                                                                       logprob);
     }
   });
 }

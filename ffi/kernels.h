@@ -75,8 +75,11 @@ const char* slot_decode_attention(Dtype dtype, const DecodeAttentionArgs& args, 
 
 // Per row of x (rows, cols; dense columns, row_stride elements apart): index = the first
 // position of the row's maximum, logprob = log_softmax(row) there = -log(sum(exp(row - max))),
-// in float32, reading the row once. The greedy pick of a sampler.
+// in float32, reading the row once. The greedy pick of a sampler. Long rows are split
+// into argmax_logprob_parts(rows, cols) parts; above one, part_ms (2 floats per part) and
+// part_i (one int64 per part) hold them between the two kernels.
+int64_t argmax_logprob_parts(int64_t rows, int64_t cols);
 const char* argmax_logprob(Dtype dtype, const void* x, int64_t rows, int64_t cols, int64_t row_stride, int64_t* index,
-                           float* logprob, void* stream);
+                           float* logprob, float* part_ms, int64_t* part_i, void* stream);
 
 }  // namespace vt::kernels
