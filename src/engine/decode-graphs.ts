@@ -20,6 +20,31 @@ import type { Tensor } from "../torch/index.ts";
 import type { ModelAdapter } from "./adapter.ts";
 import { causalWindowMask, type SlotKvCache } from "./kv-cache.ts";
 
+/**
+ * Token ids read on the device: row to[i] of a step takes source[from[i]], the token a
+ * launched step sampled and the host has not read yet.
+ */
+export interface FedTokens {
+  source: Tensor;
+  from: number[];
+  to: number[];
+}
+
+/** Writes fed tokens into `ids` (a step's (batch,) int64 token ids) on the device. */
+export function feedTokens(ids: Tensor, fed: FedTokens): void {
+  const k = fed.to.length;
+  if (k === 0) return;
+  torch.tidy(() => {
+    if (fed.from.every((f, i) => f === i && fed.to[i] === i)) {
+      // The usual steady state: the same rows, in the same order, as the step before.
+      ids.narrow(0, 0, k).copy_(fed.source.narrow(0, 0, k));
+      return;
+    }
+    const index = (xs: number[]) => torch.tensor(Float64Array.from(xs), [k], { dtype: "i64", device: ids.device });
+    ids.indexCopy_(0, index(fed.to), fed.source.indexSelect(0, index(fed.from)));
+  });
+}
+
 /** One row of a graphed decode step. */
 export interface GraphRow {
   tokenId: number;
@@ -69,9 +94,10 @@ export class DecodeGraphs {
 
   /**
    * Runs one decode step; returns (rows.length, vocab) logits, a view of the graph's
-   * static output: read it before the next step.
+   * static output: read it before the next step. `fed` rows take their token from the
+   * device (their `tokenId` is ignored).
    */
-  run(rows: readonly GraphRow[]): Tensor {
+  run(rows: readonly GraphRow[], fed?: FedTokens): Tensor {
     const n = rows.length;
     const batch = this.bucketFor(n)!;
     const end = Math.max(...rows.map((r) => r.index + 1));
@@ -90,6 +116,7 @@ export class DecodeGraphs {
       host[(3 + axes) * batch + b] = r ? r.index : 0;
     }
     torch.tidy(() => g.inputs.copy_(torch.tensor(host, [axes + 4, batch], { dtype: "i64" })));
+    if (fed) feedTokens(g.inputs.select(0, 0), fed);
     g.graph.replay();
     return g.logits.narrow(0, 0, n);
   }

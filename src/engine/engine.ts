@@ -8,12 +8,18 @@
  * (3) runs one decode step for every sequence that is generating. Between steps it
  * yields to the event loop, so new requests join the very next step: prefill and decode
  * interleave and nobody waits for a whole batch to finish.
+ *
+ * With a runner that can launch steps without waiting (`launchDecode`), decode steps
+ * overlap: step k + 1 is queued, its tokens fed from step k's on the device, before the
+ * host reads step k's tokens, checks stop rules and streams them. A sequence that turns
+ * out to have finished at step k wastes its row of step k + 1, whose token is dropped and
+ * whose KV write lands past what its slot keeps.
  */
 import { VagenError } from "../errors.ts";
 import { sharedPrefixLength, validatePrompt } from "./prompt.ts";
 import { SlotPool, type SlotLease } from "./slots.ts";
 import { IncrementalDetokenizer, StopStringMatcher, type DecodeFn, type TokenBytesFn } from "./stop.ts";
-import type { DecodeItem, PrefillChunk, SampledToken, StepRunner } from "./step-runner.ts";
+import type { DecodeItem, LaunchItem, PendingDecode, PrefillChunk, SampledToken, StepRunner } from "./step-runner.ts";
 import type {
   EngineStats,
   FinishReason,
@@ -63,6 +69,10 @@ interface Sequence {
   decoding: boolean;
   /** Tokens whose KV is in the slot: prompt + generated tokens already fed back. */
   kvLength: number;
+  /** A launched decode step will sample this sequence's next token (not yet read). */
+  pendingToken: boolean;
+  /** Completed or failed: tokens still arriving from launched steps are dropped. */
+  finished: boolean;
   tokenIds: number[];
   logprobs: number[];
   logits?: Float32Array[];
@@ -92,6 +102,8 @@ export class Engine {
   private readonly maxPrefillTokens: number;
   private readonly maxRunning: number;
   private nextSeqId = 1;
+  /** The launched decode step whose tokens are not read yet, and who was in it. */
+  private inflight: { members: Sequence[]; pending: PendingDecode } | undefined;
   private wake: (() => void) | undefined;
   private loop: Promise<void> | undefined;
   /** True from the moment a loop is started until it has seen there is no work left. */
@@ -175,6 +187,16 @@ export class Engine {
     this.closed = true;
     this.wake?.();
     await this.loop;
+    if (this.inflight) {
+      // Its sequences fail below; the step only has to finish and free what it holds.
+      const { pending } = this.inflight;
+      this.inflight = undefined;
+      try {
+        pending.collect();
+      } catch {
+        // nothing waits for these tokens
+      }
+    }
     const err = new VagenError("the generation engine was closed");
     for (const w of this.waiting.splice(0)) this.settleWaiting(w, err);
     for (const s of [...this.prefilling, ...this.decoding]) this.fail(s, err);
@@ -267,6 +289,8 @@ export class Engine {
       prefilled: cached,
       decoding: false,
       kvLength: cached,
+      pendingToken: false,
+      finished: false,
       tokenIds: [],
       logprobs: [],
       logits: w.request.returnLogits ? [] : undefined,
@@ -344,6 +368,10 @@ export class Engine {
 
   /** One decode step for every generating sequence. */
   private decodeStep(): void {
+    if (this.runner.launchDecode) {
+      this.overlappedDecodeStep();
+      return;
+    }
     const members = this.decoding.slice();
     const items: DecodeItem[] = members.map((seq) => ({
       seqId: seq.seqId,
@@ -358,6 +386,69 @@ export class Engine {
       return;
     }
     this.counters.decodeSteps++;
+    this.acceptStep(members, sampled);
+  }
+
+  /**
+   * Launches the next decode step, then reads the one launched before it. A sequence in
+   * that earlier step feeds its not-yet-read token on the device, one position further.
+   * It sits the new step out when that token is already its last (max new tokens) or
+   * would not fit the slot: reading it will finish the sequence either way.
+   */
+  private overlappedDecodeStep(): void {
+    const previous = this.inflight;
+    this.inflight = undefined;
+    const slotTokens = this.runner.capacity.slotTokens;
+    const members: Sequence[] = [];
+    const items: LaunchItem[] = [];
+    for (const seq of this.decoding) {
+      if (!seq.pendingToken) {
+        items.push({ seqId: seq.seqId, tokenId: seq.tokenIds[seq.tokenIds.length - 1]!, index: seq.kvLength });
+      } else if (seq.tokenIds.length + 1 < seq.sampling.maxNewTokens && seq.kvLength + 2 < slotTokens) {
+        items.push({ seqId: seq.seqId, index: seq.kvLength + 1 });
+      } else {
+        continue;
+      }
+      members.push(seq);
+    }
+    let launched: PendingDecode | undefined;
+    let launchError: unknown;
+    if (items.length > 0) {
+      try {
+        launched = this.runner.launchDecode!(items);
+        this.counters.decodeSteps++;
+      } catch (e) {
+        launchError = e;
+      }
+    }
+    if (previous) this.collect(previous);
+    if (launchError !== undefined) {
+      for (const seq of members) if (!seq.finished) this.fail(seq, launchError);
+      return;
+    }
+    if (!launched) return;
+    const live = members.filter((seq) => !seq.finished);
+    for (const seq of live) seq.pendingToken = true;
+    if (live.length > 0) this.inflight = { members, pending: launched };
+    else this.collect({ members, pending: launched }); // nobody waits for it: release it now
+  }
+
+  /** Reads a launched step's tokens and accepts those of sequences still running. */
+  private collect(step: { members: Sequence[]; pending: PendingDecode }): void {
+    let sampled: SampledToken[];
+    try {
+      sampled = step.pending.collect();
+    } catch (e) {
+      for (const seq of step.members) if (!seq.finished) this.fail(seq, e);
+      return;
+    }
+    const live = step.members.filter((seq) => !seq.finished);
+    for (const seq of live) seq.pendingToken = false;
+    this.acceptStep(live, sampled);
+  }
+
+  /** Each member's KV grew by the fed token; accept the token sampled after it. */
+  private acceptStep(members: Sequence[], sampled: SampledToken[]): void {
     this.counters.decodeTokens += members.length;
     const bySeq = new Map(sampled.map((t) => [t.seqId, t]));
     for (const seq of members) {
@@ -456,6 +547,7 @@ export class Engine {
   }
 
   private detach(seq: Sequence): void {
+    seq.finished = true;
     const list = seq.decoding ? this.decoding : this.prefilling;
     const i = list.indexOf(seq);
     if (i >= 0) list.splice(i, 1);

@@ -6,15 +6,22 @@
  * once in `begin`, so every image goes through the vision tower exactly once even when
  * the prompt is prefilled in chunks), the prompt's rotary positions, and, for seeded
  * requests, the request's own generator.
+ *
+ * Decode steps can be launched without waiting (`launchDecode`): sampling stays on the
+ * device, the ids and log-probs start their copy to pinned host memory, and an event
+ * marks when they have arrived. The next step may feed those ids straight from the
+ * device, so the scheduler queues it before reading this one.
  */
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
 import type { ModelAdapter } from "./adapter.ts";
-import { DecodeGraphs } from "./decode-graphs.ts";
+import { DecodeGraphs, feedTokens, type FedTokens } from "./decode-graphs.ts";
 import { SlotKvCache } from "./kv-cache.ts";
-import { sampleRows, type RowSampling } from "./sampler.ts";
+import { packSamples, sampleRows, sampleRowsOnDevice, unpackSamples, type RowSampling } from "./sampler.ts";
 import type {
   DecodeItem,
+  LaunchItem,
+  PendingDecode,
   PrefillChunk,
   RunnerCapacity,
   SampledToken,
@@ -55,6 +62,9 @@ export class ModelRunner implements StepRunner {
   graphs: DecodeGraphs | undefined;
   /** Why CUDA graphs were turned off after a failed capture or replay (decode then runs eagerly). */
   graphsDisabled: string | undefined;
+  /** Token ids the last launched decode step sampled (on the device), and each sequence's row. */
+  private lastLaunched: { tokens: Tensor; rowOf: Map<number, number> } | undefined;
+  private readonly onCuda: boolean;
 
   constructor(
     readonly adapter: ModelAdapter,
@@ -64,8 +74,8 @@ export class ModelRunner implements StepRunner {
     this.cache = new SlotKvCache(spec, options.slots, options.slotTokens, options.mathAttention ?? false);
     this.capacity = { slots: options.slots, slotTokens: options.slotTokens, vocabSize: spec.vocabSize };
     this.shared = new torch.Generator({ seed: options.seed ?? 0, device: spec.device });
-    const onCuda = String(spec.device).startsWith("cuda");
-    this.graphs = onCuda && (options.cudaGraphs ?? true) ? new DecodeGraphs(adapter, this.cache, options.slots) : undefined;
+    this.onCuda = String(spec.device).startsWith("cuda");
+    this.graphs = this.onCuda && (options.cudaGraphs ?? true) ? new DecodeGraphs(adapter, this.cache, options.slots) : undefined;
   }
 
   begin(start: SequenceStart): void {
@@ -77,20 +87,103 @@ export class ModelRunner implements StepRunner {
   }
 
   decode(items: DecodeItem[]): SampledToken[] {
+    return this.launchDecode(items).collect();
+  }
+
+  launchDecode(items: LaunchItem[]): PendingDecode {
     return torch.noGrad(() => {
-      if (this.graphs?.bucketFor(items.length)) {
-        try {
-          return this.decodeGraphed(items);
-        } catch (e) {
-          // Graphs are an optimisation: keep serving eagerly, and say why.
-          this.graphsDisabled = (e as Error).message;
-          this.graphs.dispose();
-          this.graphs = undefined;
-          process.stderr.write(`vagen engine: CUDA graphs disabled, decoding eagerly (${this.graphsDisabled})\n`);
-        }
-      }
-      return this.decodeEager(items);
+      // In slot order: rows in slots 0..n-1 then read the cache in place.
+      const ordered = [...items].sort((a, b) => this.state(a.seqId).slot - this.state(b.seqId).slot);
+      const seqIds = ordered.map((i) => i.seqId);
+      const wantLogits = seqIds.map((id) => this.state(id).sampling.returnLogits);
+      const step = torch.tidy(() => {
+        const logits = this.decodeLogits(ordered, this.fedTokens(ordered));
+        const { tokens, logprobs } = sampleRowsOnDevice(logits, this.rowSampling(seqIds), this.shared);
+        const packed = packSamples(tokens, logprobs);
+        return {
+          tokens: torch.keep(tokens),
+          // Non-blocking into pinned memory on CUDA: the copy overlaps whatever is queued next.
+          host: torch.keep(this.onCuda ? packed.to({ device: "cpu", nonBlocking: true }) : packed),
+          // A graph's logits are overwritten by the next replay: copy the rows asked for now.
+          logits: wantLogits.some(Boolean) ? torch.keep(logits.clone().float()) : undefined,
+        };
+      });
+      const arrived = this.onCuda ? new torch.cuda.Event() : undefined;
+      arrived?.record();
+      this.lastLaunched?.tokens.dispose();
+      this.lastLaunched = { tokens: step.tokens, rowOf: new Map(seqIds.map((id, row) => [id, row])) };
+      let collected = false;
+      return {
+        collect: (): SampledToken[] => {
+          if (collected) throw new Error("a launched decode step was collected twice");
+          collected = true;
+          try {
+            arrived?.synchronize();
+            const { tokenIds, logprobs } = unpackSamples(step.host.toFloat32Array());
+            const hostLogits = step.logits?.toFloat32Array();
+            const V = this.capacity.vocabSize;
+            return seqIds.map((seqId, i) => ({
+              seqId,
+              tokenId: tokenIds[i]!,
+              logprob: logprobs[i]!,
+              logits: wantLogits[i] ? hostLogits!.slice(i * V, (i + 1) * V) : undefined,
+            }));
+          } finally {
+            arrived?.dispose();
+            step.host.dispose();
+            step.logits?.dispose();
+          }
+        },
+      };
     });
+  }
+
+  /** Where items without a token id find theirs: the last launched step's sampled ids. */
+  private fedTokens(ordered: LaunchItem[]): FedTokens | undefined {
+    const from: number[] = [];
+    const to: number[] = [];
+    ordered.forEach((item, row) => {
+      if (item.tokenId !== undefined) return;
+      const source = this.lastLaunched?.rowOf.get(item.seqId);
+      if (source === undefined) throw new Error(`sequence ${item.seqId} has no token from the last launched decode step`);
+      from.push(source);
+      to.push(row);
+    });
+    return to.length > 0 ? { source: this.lastLaunched!.tokens, from, to } : undefined;
+  }
+
+  /** (rows, vocab) logits of one decode step: a CUDA graph replay where one applies. */
+  private decodeLogits(ordered: LaunchItem[], fed: FedTokens | undefined): Tensor {
+    if (this.graphs?.bucketFor(ordered.length)) {
+      try {
+        const rows = ordered.map((item) => {
+          const s = this.state(item.seqId);
+          return { tokenId: item.tokenId ?? 0, position: item.index + s.ropeShift, slot: s.slot, index: item.index };
+        });
+        return this.graphs.run(rows, fed);
+      } catch (e) {
+        // Graphs are an optimisation: keep serving eagerly, and say why.
+        this.graphsDisabled = (e as Error).message;
+        this.graphs.dispose();
+        this.graphs = undefined;
+        process.stderr.write(`vagen engine: CUDA graphs disabled, decoding eagerly (${this.graphsDisabled})\n`);
+      }
+    }
+    const spec = this.adapter.spec;
+    const device = spec.device;
+    const B = ordered.length;
+    const states = ordered.map((i) => this.state(i.seqId));
+    const ids = torch.tensor(Float64Array.from(ordered, (i) => i.tokenId ?? 0), [B], { dtype: "i64", device });
+    if (fed) feedTokens(ids, fed);
+    const inputs = this.adapter.embedTokens(ids).view(B, 1, spec.hiddenSize);
+    const pos = new Float64Array(spec.positionAxes * B);
+    for (let a = 0; a < spec.positionAxes; a++) {
+      ordered.forEach((item, b) => (pos[a * B + b] = item.index + states[b]!.ropeShift));
+    }
+    const positions = torch.tensor(pos, [spec.positionAxes, B, 1], { dtype: "i64", device });
+    const attention = this.cache.step({ slots: states.map((s) => s.slot), starts: ordered.map((i) => i.index), lengths: ordered.map(() => 1) });
+    const hidden = this.adapter.forward(inputs, positions, attention);
+    return this.adapter.logits(hidden.view(B, spec.hiddenSize));
   }
 
   private beginSequence(start: SequenceStart): void {
@@ -193,6 +286,8 @@ export class ModelRunner implements StepRunner {
 
   dispose(): void {
     for (const id of [...this.seqs.keys()]) this.end(id);
+    this.lastLaunched?.tokens.dispose();
+    this.lastLaunched = undefined;
     this.graphs?.dispose();
     this.cache.dispose();
     this.shared.dispose();
@@ -202,12 +297,15 @@ export class ModelRunner implements StepRunner {
     return this.sampleLogits(this.adapter.logits(hidden), seqIds);
   }
 
-  private sampleLogits(logits: Tensor, seqIds: number[]): SampledToken[] {
-    const rows: RowSampling[] = seqIds.map((id) => {
+  private rowSampling(seqIds: number[]): RowSampling[] {
+    return seqIds.map((id) => {
       const s = this.state(id);
       return { temperature: s.sampling.temperature, topP: s.sampling.topP, topK: s.sampling.topK, generator: s.generator };
     });
-    const { tokenIds, logprobs } = sampleRows(logits, rows, this.shared);
+  }
+
+  private sampleLogits(logits: Tensor, seqIds: number[]): SampledToken[] {
+    const { tokenIds, logprobs } = sampleRows(logits, this.rowSampling(seqIds), this.shared);
     const wantLogits = seqIds.map((id) => this.state(id).sampling.returnLogits);
     const hostLogits = wantLogits.some(Boolean) ? logits.float().toFloat32Array() : undefined;
     const V = logits.shape[1]!;

@@ -14,7 +14,8 @@
  * (raw logits for greedy rows): the distribution before top-k/top-p truncation, which is
  * what a trainer recomputes from the same logits.
  *
- * Ids and log-probs come back to the host in a single copy.
+ * Ids and log-probs come back to the host in a single copy, which `sampleRowsOnDevice`
+ * leaves to the caller (to start it without waiting, as overlapped decoding does).
  */
 import * as torch from "../torch/index.ts";
 import { F } from "../torch/index.ts";
@@ -38,6 +39,26 @@ export interface SampledRows {
  * Call inside a tidy scope.
  */
 export function sampleRows(logits: Tensor, rows: readonly RowSampling[], shared: Generator): SampledRows {
+  const { tokens, logprobs } = sampleRowsOnDevice(logits, rows, shared);
+  return unpackSamples(packSamples(tokens, logprobs).toFloat32Array());
+}
+
+/** (2, N) float32 on the device: ids (exact below 2^24), then log-probs; one copy to the host. */
+export function packSamples(tokens: Tensor, logprobs: Tensor): Tensor {
+  return torch.stack([tokens.float(), logprobs]);
+}
+
+/** The host side of packSamples. */
+export function unpackSamples(host: Float32Array): SampledRows {
+  const N = host.length / 2;
+  return { tokenIds: Int32Array.from(host.subarray(0, N)), logprobs: host.slice(N) };
+}
+
+/**
+ * sampleRows without the host copy: (N,) int64 token ids and (N,) float32 log-probs on
+ * the logits' device. Call inside a tidy scope.
+ */
+export function sampleRowsOnDevice(logits: Tensor, rows: readonly RowSampling[], shared: Generator): { tokens: Tensor; logprobs: Tensor } {
   const N = rows.length;
   const V = logits.shape[1]!;
   const device = logits.device;
@@ -68,9 +89,7 @@ export function sampleRows(logits: Tensor, rows: readonly RowSampling[], shared:
     }
     chosen = logp.gather(1, tokens.view(N, 1)).view(N);
   }
-  // One device -> host copy for both (ids < 2^24 are exact in float32).
-  const host = torch.stack([tokens.float(), chosen]).toFloat32Array();
-  return { tokenIds: Int32Array.from(host.subarray(0, N)), logprobs: host.slice(N) };
+  return { tokens, logprobs: chosen };
 }
 
 /** Sets log-probs outside each row's top-k / top-p set to -inf. */

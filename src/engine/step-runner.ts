@@ -47,6 +47,20 @@ export interface DecodeItem {
   index: number;
 }
 
+/** A decode item whose token may still be on the device (see StepRunner.launchDecode). */
+export interface LaunchItem {
+  seqId: number;
+  /** The token to feed, or undefined: the one the last launched step samples for this sequence. */
+  tokenId?: number;
+  index: number;
+}
+
+/** A launched decode step whose tokens have not been read yet. */
+export interface PendingDecode {
+  /** Waits for the step and returns its tokens (once). */
+  collect(): SampledToken[];
+}
+
 export interface SampledToken {
   seqId: number;
   tokenId: number;
@@ -70,6 +84,14 @@ export interface StepRunner {
   prefill(chunks: PrefillChunk[]): SampledToken[];
   /** Feed one token for each sequence and sample the next. */
   decode(items: DecodeItem[]): SampledToken[];
+  /**
+   * Optional (device runners): queue a decode step and return without waiting for its
+   * tokens, so the scheduler can queue the next step before reading this one and the
+   * device never idles while the host handles tokens. An item without `tokenId` feeds
+   * the token the previously launched step samples for its sequence, read on the device.
+   * Steps must be collected in launch order.
+   */
+  launchDecode?(items: LaunchItem[]): PendingDecode;
   /** The sequence is done (or failed): free anything the runner holds for it. */
   end(seqId: number): void;
   /** Free everything (the cache, compiled graphs). */

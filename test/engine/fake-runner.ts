@@ -4,7 +4,15 @@
  * scheduler that reuses a stale or wrong prefix produces different tokens than a fresh
  * run (and `begin` rejects a claimed cache hit that does not match the slot).
  */
-import type { DecodeItem, PrefillChunk, SampledToken, SequenceStart, StepRunner } from "../../src/engine/step-runner.ts";
+import type {
+  DecodeItem,
+  LaunchItem,
+  PendingDecode,
+  PrefillChunk,
+  SampledToken,
+  SequenceStart,
+  StepRunner,
+} from "../../src/engine/step-runner.ts";
 
 export class FakeRunner implements StepRunner {
   readonly slotContent: number[][];
@@ -13,13 +21,56 @@ export class FakeRunner implements StepRunner {
   decodeBatchSizes: number[] = [];
   ended: number[] = [];
 
+  /**
+   * With `overlap`, the runner also offers launchDecode like a device runner: a step's
+   * tokens stay "on the device" (readable only by the next launched step) until collected.
+   */
   constructor(
     slots: number,
     slotTokens: number,
     readonly vocabSize = 50,
+    overlap = false,
   ) {
     this.capacity = { slots, slotTokens, vocabSize };
     this.slotContent = Array.from({ length: slots }, () => []);
+    if (!overlap) this.launchDecode = undefined;
+  }
+
+  /** Tokens of the last launched step, by sequence: what a device-fed item reads. */
+  private lastLaunched = new Map<number, number>();
+  /** Launched steps not collected yet, oldest first. */
+  private readonly uncollected: PendingDecode[] = [];
+
+  launchDecode?: (items: LaunchItem[]) => PendingDecode = (items) =>
+    this.step(() => {
+      const resolved = items.map((item) => {
+        const tokenId = item.tokenId ?? this.lastLaunched.get(item.seqId);
+        if (tokenId === undefined) throw new Error(`sequence ${item.seqId} has no token from the last launched step`);
+        return { seqId: item.seqId, tokenId, index: item.index };
+      });
+      const tokens = this.decodeNow(resolved);
+      this.lastLaunched = new Map(tokens.map((t) => [t.seqId, t.tokenId]));
+      let collected = false;
+      const pending: PendingDecode = {
+        collect: () => {
+          if (collected) throw new Error("a launched step was collected twice");
+          if (this.uncollected[0] !== pending) throw new Error("launched steps must be collected in launch order");
+          collected = true;
+          this.uncollected.shift();
+          return tokens;
+        },
+      };
+      this.uncollected.push(pending);
+      this.maxQueued = Math.max(this.maxQueued, this.uncollected.length);
+      return pending;
+    });
+
+  /** Most launched steps uncollected at once: 2 when steps overlap. */
+  maxQueued = 0;
+
+  /** Steps launched and never collected (a scheduler leak). */
+  get pendingSteps(): number {
+    return this.uncollected.length;
   }
   readonly capacity: { slots: number; slotTokens: number; vocabSize: number };
 
@@ -67,7 +118,9 @@ export class FakeRunner implements StepRunner {
   private decodeNow(items: DecodeItem[]): SampledToken[] {
     this.decodeBatchSizes.push(items.length);
     return items.map((item) => {
-      const content = this.slotContent[this.seqs.get(item.seqId)!.slot]!;
+      const seq = this.seqs.get(item.seqId);
+      if (!seq) throw new Error(`decode of sequence ${item.seqId}, which has ended`);
+      const content = this.slotContent[seq.slot]!;
       content[item.index] = item.tokenId;
       return this.sample(item.seqId, content.slice(0, item.index + 1));
     });
