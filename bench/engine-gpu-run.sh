@@ -31,6 +31,6 @@ else
   tail -8 "$OUT/hf.log"
 fi
 
-timeout 190 bun bench/engine.ts --model "$MODEL_DIR" --attention "${ATTENTION:-fused}" --hf "$OUT/hf.json" --out "$OUT/engine.json" > "$OUT/bench.log" 2>&1
+timeout 300 bun bench/engine.ts --model "$MODEL_DIR" --attention "${ATTENTION:-fused}" --hf "$OUT/hf.json" --out "$OUT/engine.json" > "$OUT/bench.log" 2>&1
 echo "bench exit $?" >> "$OUT/bench.log"
 tail -30 "$OUT/bench.log"

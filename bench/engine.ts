@@ -29,6 +29,8 @@ const { values: args } = parseArgs({
     out: { type: "string", default: "engine-bench.json" },
     batches: { type: "string", default: "1,16,64,256" },
     "prompt-len": { type: "string", default: "128" },
+    /** Prompt length of one more decode measurement at batch 64 (long contexts); 0 skips it. */
+    "long-prompt": { type: "string", default: "1024" },
     "new-tokens": { type: "string", default: "128" },
     episodes: { type: "string", default: "64" },
     "kv-gib": { type: "string", default: "40" },
@@ -97,11 +99,16 @@ function copyBandwidth(): number {
   return (2 * 2 * n * reps) / seconds;
 }
 
-/** Milliseconds spent inside the runner's decode (device work + sampling + readback). */
+/**
+ * Milliseconds the host spends inside the runner's decode: launching a step (graph replay,
+ * sampling, the start of the readback) and collecting it (waiting for the device, reading
+ * the tokens). With overlapped steps the scheduler's work runs while the device computes.
+ */
 let runnerDecodeMs = 0;
 
 interface DecodeResult {
   batch: number;
+  promptLen: number;
   /** Per step: time inside the runner's decode; the rest of stepMs is the scheduler's host work. */
   runnerMs: number;
   decodeTokensPerS: number;
@@ -112,7 +119,14 @@ interface DecodeResult {
   rooflineFraction: number;
 }
 
-async function benchDecode(engine: Engine, batch: number, weightBytes: number, kvPerToken: number, bandwidth: number): Promise<DecodeResult> {
+async function benchDecode(
+  engine: Engine,
+  batch: number,
+  weightBytes: number,
+  kvPerToken: number,
+  bandwidth: number,
+  promptLen = PROMPT_LEN,
+): Promise<DecodeResult> {
   const firstTimes: number[] = [];
   const lastTimes: number[] = [];
   let counted = 0;
@@ -124,7 +138,7 @@ async function benchDecode(engine: Engine, batch: number, weightBytes: number, k
       let first = -1;
       return engine
         .generate({
-          prompt: textPrompt(randomIds(PROMPT_LEN, 1000 + i)),
+          prompt: textPrompt(randomIds(promptLen, 1000 + i)),
           sampling: { temperature: 0, maxNewTokens: NEW_TOKENS, ignoreStopTokens: true },
           onToken: () => {
             const t = now();
@@ -143,7 +157,7 @@ async function benchDecode(engine: Engine, batch: number, weightBytes: number, k
   // Tokens after every sequence has started decoding, i.e. inside the timed window.
   const steps = NEW_TOKENS - 1;
   const decodeTokens = batch * steps;
-  const meanContext = PROMPT_LEN + NEW_TOKENS / 2;
+  const meanContext = promptLen + NEW_TOKENS / 2;
   const stepBytes = weightBytes + batch * meanContext * kvPerToken;
   const rooflineStep = stepBytes / bandwidth;
   const rooflineTokensPerS = batch / rooflineStep;
@@ -151,6 +165,7 @@ async function benchDecode(engine: Engine, batch: number, weightBytes: number, k
   void counted;
   return {
     batch,
+    promptLen,
     runnerMs: (runnerDecodeMs - runnerBefore) / (engine.stats().decodeSteps - stepsBefore),
     decodeTokensPerS,
     totalTokensPerS: (batch * NEW_TOKENS) / total,
@@ -266,14 +281,22 @@ async function main() {
   const loaded = loadEngine(args.model!, { device: DEVICE, dtype: ON_CUDA ? "bf16" : "f32", max_seq_len: 2048, kv_cache_gib: Number(args["kv-gib"]), max_slots: 320, max_prefill_tokens: 8192, attention: args.attention as "fused" | "math" });
   const loadSeconds = (now() - tLoad) / 1000;
   const { engine, adapter, plan } = loaded;
-  const decodeStep = loaded.runner.decode.bind(loaded.runner);
-  loaded.runner.decode = (items) => {
+  // decode() is launchDecode() + collect(), so timing those two covers every decode step.
+  const launch = loaded.runner.launchDecode.bind(loaded.runner);
+  loaded.runner.launchDecode = (items) => {
     const t = now();
-    try {
-      return decodeStep(items);
-    } finally {
-      runnerDecodeMs += now() - t;
-    }
+    const pending = launch(items);
+    runnerDecodeMs += now() - t;
+    return {
+      collect: () => {
+        const t1 = now();
+        try {
+          return pending.collect();
+        } finally {
+          runnerDecodeMs += now() - t1;
+        }
+      },
+    };
   };
   TEXT_ID_BOUND = Math.min(TEXT_ID_BOUND, Math.floor(adapter.spec.vocabSize * 0.9));
   log(`loaded in ${loadSeconds.toFixed(1)}s; ${describePlan(adapter, plan)}; decode weights ${(adapter.spec.weightBytes / 2 ** 30).toFixed(2)} GiB`);
@@ -294,6 +317,18 @@ async function main() {
         `${replay === undefined ? "" : ` (graph replay ${replay.toFixed(2)} ms)`}, ${(100 * r.rooflineFraction).toFixed(0)}% of roofline`,
     );
     decode.push({ ...r, graphReplayMs: replay });
+  }
+  // Batch 64 again at long contexts, where reading the KV cache is a large part of a step.
+  const longPrompt = Number(args["long-prompt"]);
+  let longDecode: DecodeResult | undefined;
+  if (longPrompt > 0) {
+    const b = Math.min(64, Math.max(...decode.map((d) => d.batch)));
+    await benchDecode(engine, b, adapter.spec.weightBytes, kvPerToken, bandwidth, longPrompt); // captures its window's graphs
+    longDecode = await benchDecode(engine, b, adapter.spec.weightBytes, kvPerToken, bandwidth, longPrompt);
+    log(
+      `decode batch ${b} after ${longPrompt}-token prompts: ${longDecode.decodeTokensPerS.toFixed(0)} tok/s, ${longDecode.stepMs.toFixed(2)} ms/step ` +
+        `(runner ${longDecode.runnerMs.toFixed(2)}), ${(100 * longDecode.rooflineFraction).toFixed(0)}% of roofline`,
+    );
   }
   // The same decode without CUDA graphs (a second, small cache over the same weights).
   let eagerDecode: DecodeResult | undefined;
@@ -341,6 +376,7 @@ async function main() {
     graphCaptures: loaded.runner.graphs?.captures ?? 0,
     graphsDisabled: loaded.runner.graphsDisabled,
     decode,
+    longDecode,
     eagerDecode,
     prefill,
     episodes: { fresh, reused, speedup: fresh.seconds / reused.seconds },
