@@ -4,11 +4,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
-#include <cooperative_groups.h>
 #include <mma.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -237,15 +235,10 @@ __global__ void silu_mul_kernel(const T* __restrict__ gate, const T* __restrict_
 // In 16-bit types both products run on tensor cores (WMMA 8 x 32 x 16 tiles: the eight
 // query heads are the tile's rows), with probabilities rounded to the input type for the
 // second product as flash attention does; float32 runs them on CUDA cores.
-//
-// On sm_90 with at most kClusterSplits splits, a row's splits run as one thread-block
-// cluster and the first block merges the others' partials from their shared memory, so
-// no partials go through global memory and the merge kernel does not run.
 
 constexpr int kAttnThreads = 128;
 constexpr int kAttnChunk = 64;  // keys per block
 constexpr int kAttnHeads = 8;   // query heads per block
-constexpr int kClusterSplits = 8;  // the portable cluster size
 static_assert(kAttnThreads % kAttnChunk == 0, "score phase: whole head sets per key");
 
 // Dynamic shared memory of one block, in 32-byte aligned sections (WMMA's requirement):
@@ -279,66 +272,16 @@ __device__ __forceinline__ T rotated(float x, float partner, float c, float s, b
   return cast<T>(rounded<T>(x * c) + rounded<T>((first_half ? -partner : partner) * s));
 }
 
-// The end of a clustered partial kernel: every block of the cluster (one per split) holds
-// its heads' unnormalised output (float, [head][D]) in `so` and (max, sum) in `sml`;
-// block 0 combines them and writes the heads' rows of `out` (T, [head][D]). Every block
-// calls this, the empty ones (sum 0) too.
-template <typename T, int D>
-__device__ void cluster_merge(const float* so, const float* sml, int heads, T* out) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();  // every partial is in its block's shared memory
-  if (cluster.block_rank() == 0) {
-    const int splits = static_cast<int>(cluster.num_blocks());
-    __shared__ float factor[kAttnHeads][kClusterSplits];
-    __shared__ float inv_total[kAttnHeads];
-    if (static_cast<int>(threadIdx.x) < heads) {
-      const int hh = threadIdx.x;
-      float mx = -INFINITY;
-      for (int r = 0; r < splits; r++) {
-        const float* ml = cluster.map_shared_rank(sml, r);
-        if (ml[2 * hh + 1] > 0.f) mx = fmaxf(mx, ml[2 * hh]);
-      }
-      float total = 0.f;
-      for (int r = 0; r < splits; r++) {
-        const float* ml = cluster.map_shared_rank(sml, r);
-        const float f = ml[2 * hh + 1] > 0.f ? expf(ml[2 * hh] - mx) : 0.f;
-        factor[hh][r] = f;
-        total += ml[2 * hh + 1] * f;
-      }
-      inv_total[hh] = 1.f / total;
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < heads * D; i += blockDim.x) {
-      const int hh = i / D;
-      float o = 0.f;
-      for (int r = 0; r < splits; r++) {
-        // An empty split never wrote its output: skip it rather than multiply garbage by 0.
-        const float f = factor[hh][r];
-        if (f != 0.f) o += f * cluster.map_shared_rank(so, r)[i];
-      }
-      out[i] = cast<T>(o * inv_total[hh]);
-    }
-  }
-  cluster.sync();  // no block leaves while block 0 may still read its shared memory
-#else
-  __trap();  // launched only on sm_90 and newer
-#endif
-}
-
 // ROPE: q and the new key arrive unrotated and cos / sin (one dim-long row per batch row)
 // rotate them here, which saves the decoder a rotary kernel per layer.
-// CLUSTER: the grid's splits form one cluster per row and kv head chunk, and the kernel
-// writes `out` itself (tensor-core types, sm_90); otherwise it writes partials.
-template <typename T, int D, bool ROPE, bool CLUSTER>
+template <typename T, int D, bool ROPE>
 __global__ void __launch_bounds__(kAttnThreads)
     slot_decode_attention_partial(const T* __restrict__ q, const T* __restrict__ k_new, const T* __restrict__ v_new,
                                   const T* __restrict__ cos, const T* __restrict__ sin, T* __restrict__ k_cache,
                                   T* __restrict__ v_cache, const int64_t* __restrict__ write_index,
-                                  float* __restrict__ part_o, float* __restrict__ part_ml, T* __restrict__ out,
-                                  int64_t q_row, int64_t k_row, int64_t v_row, int64_t slot_tokens, int kv_heads,
-                                  int groups, float scale) {
+                                  float* __restrict__ part_o, float* __restrict__ part_ml, int64_t q_row,
+                                  int64_t k_row, int64_t v_row, int64_t slot_tokens, int kv_heads, int groups,
+                                  float scale) {
   using P = Pack<T>;
   using S = AttnSmem<T, D>;
   constexpr int kRowPacks = D / P::kSize;
@@ -397,13 +340,7 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int n = n64 < kAttnChunk ? static_cast<int>(n64) : kAttnChunk;  // keys of this block
 
   if (n <= 0) {  // past the row's position: an empty partial, which the merge skips
-    if constexpr (CLUSTER) {
-      if (tid < kAttnHeads) {
-        sml[2 * tid] = -INFINITY;
-        sml[2 * tid + 1] = 0.f;
-      }
-      cluster_merge<T, D>(sq, sml, heads, out + head0 * D);
-    } else if (tid < heads) {
+    if (tid < heads) {
       part_ml[((head0 + tid) * splits + split) * 2] = -INFINITY;
       part_ml[((head0 + tid) * splits + split) * 2 + 1] = 0.f;
     }
@@ -583,10 +520,6 @@ __global__ void __launch_bounds__(kAttnThreads)
         wmma::mma_sync(acc, pa, vb, acc);
       }
       wmma::store_matrix_sync(sq + warp * 32, acc, D, wmma::mem_row_major);
-    }
-    if constexpr (CLUSTER) {
-      cluster_merge<T, D>(sq, sml, heads, out + head0 * D);
-      return;
     }
     __syncthreads();
     // (row, query head, split): D weighted values, then (max, sum).
@@ -795,66 +728,27 @@ const char* dispatch(Dtype dtype, Fn&& fn) {
   return launched();
 }
 
-// Whether the current device runs thread-block clusters (sm_90 and newer), asked once per device.
-bool clusters_supported() {
-  static std::atomic<int8_t> known[64] = {};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return false;
-  int8_t k = known[device].load(std::memory_order_relaxed);
-  if (k == 0) {
-    int major = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    k = major >= 9 ? 1 : -1;
-    known[device].store(k, std::memory_order_relaxed);
-  }
-  return k > 0;
-}
-
-template <typename T, int D, bool ROPE, bool CLUSTER>
-const char* launch_decode_partial(const DecodeAttentionArgs& a, unsigned splits, cudaStream_t stream) {
-  const auto partial = slot_decode_attention_partial<T, D, ROPE, CLUSTER>;
+template <typename T, int D, bool ROPE>
+const char* launch_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stream) {
+  const auto partial = slot_decode_attention_partial<T, D, ROPE>;
   constexpr size_t kSmem = AttnSmem<T, D>::kBytes;
   if constexpr (kSmem > 48 * 1024) {
     // Above the default limit (float32): opt in once per instantiation.
     static const cudaError_t opted = cudaFuncSetAttribute(partial, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (opted != cudaSuccess) return cudaGetErrorString(opted);
   }
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(a.batch),
-                        static_cast<unsigned>(a.kv_heads * ((a.groups + kAttnHeads - 1) / kAttnHeads)), splits);
-  config.blockDim = dim3(kAttnThreads);
-  config.dynamicSmemBytes = kSmem;
-  config.stream = stream;
-  cudaLaunchAttribute cluster[1];
-  if constexpr (CLUSTER) {
-    cluster[0].id = cudaLaunchAttributeClusterDimension;
-    cluster[0].val.clusterDim.x = 1;
-    cluster[0].val.clusterDim.y = 1;
-    cluster[0].val.clusterDim.z = splits;
-    config.attrs = cluster;
-    config.numAttrs = 1;
-  }
-  const cudaError_t err = cudaLaunchKernelEx(
-      &config, partial, static_cast<const T*>(a.q), static_cast<const T*>(a.k_new), static_cast<const T*>(a.v_new),
-      static_cast<const T*>(a.cos), static_cast<const T*>(a.sin), static_cast<T*>(a.k_cache), static_cast<T*>(a.v_cache),
-      a.write_index, a.part_o, a.part_ml, static_cast<T*>(a.out), a.q_row, a.k_row, a.v_row, a.slot_tokens,
-      static_cast<int>(a.kv_heads), static_cast<int>(a.groups), a.scale);
-  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
-}
-
-template <typename T, int D, bool ROPE>
-const char* launch_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stream) {
+  const auto batch = static_cast<unsigned>(a.batch);
+  const auto kv_heads = static_cast<unsigned>(a.kv_heads);
+  const auto chunks = static_cast<unsigned>((a.groups + kAttnHeads - 1) / kAttnHeads);
   const auto splits = static_cast<unsigned>(slot_decode_attention_splits(a.max_length));
-  if constexpr (AttnSmem<T, D>::kTensorCores) {
-    if (splits <= kClusterSplits && clusters_supported()) {
-      if (const char* err = launch_decode_partial<T, D, ROPE, true>(a, splits, stream)) return err;
-      return launched();
-    }
-  }
-  if (const char* err = launch_decode_partial<T, D, ROPE, false>(a, splits, stream)) return err;
-  const unsigned q_heads = static_cast<unsigned>(a.kv_heads * a.groups);
-  slot_decode_attention_merge<T><<<dim3(static_cast<unsigned>(a.batch), q_heads), D, 0, stream>>>(
-      a.part_o, a.part_ml, static_cast<T*>(a.out), static_cast<int>(splits), D);
+  partial<<<dim3(batch, kv_heads * chunks, splits), kAttnThreads, kSmem, stream>>>(
+      static_cast<const T*>(a.q), static_cast<const T*>(a.k_new), static_cast<const T*>(a.v_new),
+      static_cast<const T*>(a.cos), static_cast<const T*>(a.sin), static_cast<T*>(a.k_cache),
+      static_cast<T*>(a.v_cache), a.write_index, a.part_o, a.part_ml, a.q_row, a.k_row, a.v_row, a.slot_tokens,
+      static_cast<int>(a.kv_heads), static_cast<int>(a.groups), a.scale);
+  const unsigned q_heads = kv_heads * static_cast<unsigned>(a.groups);
+  slot_decode_attention_merge<T><<<dim3(batch, q_heads), D, 0, stream>>>(a.part_o, a.part_ml, static_cast<T*>(a.out),
+                                                                         static_cast<int>(splits), D);
   return launched();
 }
 
