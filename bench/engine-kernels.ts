@@ -10,7 +10,7 @@
 import { parseArgs } from "node:util";
 import * as torch from "../src/torch/index.ts";
 import { loadEngine } from "../src/engine/load.ts";
-import type { DecodeItem } from "../src/engine/step-runner.ts";
+import type { LaunchItem } from "../src/engine/step-runner.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -28,17 +28,19 @@ const target = Number(args.step);
 const loaded = loadEngine(args.model, { device: "cuda", dtype: "bf16", max_seq_len: 512, max_slots: batch, kv_cache_gib: 4, cuda_graphs: false });
 const runner = loaded.runner;
 let steps = 0;
-const decode = runner.decode.bind(runner);
-runner.decode = (items: DecodeItem[]) => {
+// A launched step has queued all of its kernels when launchDecode returns: profile from
+// there to a device synchronisation, before the engine queues the next one.
+const launch = runner.launchDecode.bind(runner);
+runner.launchDecode = (items: LaunchItem[]) => {
   steps++;
-  if (steps !== target) return decode(items);
+  if (steps !== target) return launch(items);
   torch.cuda.synchronize();
   torch.cuda.profiler(true);
-  const out = decode(items);
+  const pending = launch(items);
   torch.cuda.synchronize();
   torch.cuda.profiler(false);
   process.stderr.write(`[engine-kernels] profiled decode step ${steps} at batch ${items.length}\n`);
-  return out;
+  return pending;
 };
 const prompt = (i: number) => ({ tokenIds: Array.from({ length: 128 }, (_, t) => (i * 7919 + t * 104729) % 150000), images: [] });
 await Promise.all(
