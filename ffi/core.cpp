@@ -174,6 +174,21 @@ VT_API int32_t vt_to(void* h, int32_t dtype, int32_t device_type, int32_t device
   VT_CATCH
 }
 
+// A copy in page-locked host memory (CUDA builds), so host-to-device copies from it can
+// run asynchronously; pinned blocks come from libtorch's caching host allocator.
+VT_API int32_t vt_pin_memory(void* h, double* out) {
+  VT_TRY
+  TORCH_CHECK(at::globalContext().hasCUDA(), "pinMemory: page-locked memory needs a CUDA build of libtorch and a GPU");
+  out[0] = vt::wrap(T(h).pin_memory());
+  VT_CATCH
+}
+
+VT_API int32_t vt_is_pinned(void* h, double* out) {
+  VT_TRY
+  out[0] = T(h).is_pinned() ? 1 : 0;
+  VT_CATCH
+}
+
 // A second handle to the same tensor (same storage, same autograd identity).
 VT_API int32_t vt_shallow_clone(void* h, double* out) {
   VT_TRY

@@ -115,7 +115,12 @@ export class DecodeGraphs {
       host[(2 + axes) * batch + b] = r ? r.slot : scratchSlot;
       host[(3 + axes) * batch + b] = r ? r.index : 0;
     }
-    torch.tidy(() => g.inputs.copy_(torch.tensor(host, [axes + 4, batch], { dtype: "i64" })));
+    torch.tidy(() => {
+      // From pinned memory without blocking: with overlapped steps the copy waits on the
+      // device behind the step in flight, and the host goes on to queue this one.
+      const staged = torch.tensor(host, [axes + 4, batch], { dtype: "i64" }).pinMemory();
+      g.inputs.copy_(staged.to({ device: g.inputs.device, nonBlocking: true }));
+    });
     if (fed) feedTokens(g.inputs.select(0, 0), fed);
     g.graph.replay();
     return g.logits.narrow(0, 0, n);

@@ -35,6 +35,8 @@ const SYMBOLS = {
   vt_to_host: { args: [p, p, i32, i64], returns: i32 },
   vt_data_ptr: { args: [p, p], returns: i32 },
   vt_to: { args: [p, i32, i32, i32, i32, i32, p], returns: i32 },
+  vt_pin_memory: { args: [p, p], returns: i32 },
+  vt_is_pinned: { args: [p, p], returns: i32 },
   vt_shallow_clone: { args: [p, p], returns: i32 },
   vt_same_storage: { args: [p, p, p], returns: i32 },
   // create.cpp

@@ -256,6 +256,21 @@ export class Tensor {
     return result(S.vt_to(this._h, dt, devType, devIndex, opts.nonBlocking ? 1 : 0, opts.copy ? 1 : 0, OUT_PTR));
   }
 
+  /**
+   * A copy in page-locked host memory (CUDA builds only), so that `to({ device, nonBlocking:
+   * true })` from it is queued on the stream instead of holding the host until the device
+   * reaches it.
+   */
+  pinMemory(): Tensor {
+    return result(S.vt_pin_memory(this._h, OUT_PTR));
+  }
+
+  /** Whether this is a host tensor in page-locked memory. */
+  get isPinned(): boolean {
+    check(S.vt_is_pinned(this._h, OUT_PTR));
+    return OUT[0] === 1;
+  }
+
   float(): Tensor {
     return this.to({ dtype: "f32" });
   }

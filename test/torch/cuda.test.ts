@@ -11,7 +11,9 @@ describe("CUDA API without a GPU", () => {
       expect(() => torch.cuda.synchronize()).toThrow(/no CUDA support/);
       expect(() => torch.cuda.memoryStats()).toThrow(torch.TorchError);
       expect(() => new torch.cuda.CUDAGraph()).toThrow(torch.TorchError);
+      expect(() => torch.arange(3).pinMemory()).toThrow(/page-locked memory needs a CUDA build/);
     }
+    expect(torch.arange(3).isPinned).toBe(false);
   });
 });
 

@@ -33,6 +33,22 @@ export function cudaSuite(): void {
       expect(cuda.memoryStats(0).reserved).toBeLessThan(during.reserved);
     });
 
+    test("pinned host memory: non-blocking copies to the device and back keep the values", () => {
+      torch.tidy(() => {
+        const host = torch.arange(1000, undefined, 1, { dtype: "i64" });
+        expect(host.isPinned).toBe(false);
+        const pinned = host.pinMemory();
+        expect(pinned.isPinned).toBe(true);
+        expect(pinned.device).toBe("cpu");
+        const onDevice = pinned.to({ device: "cuda", nonBlocking: true });
+        const back = onDevice.add(1).to({ device: "cpu", nonBlocking: true });
+        torch.cuda.synchronize();
+        expect(back.isPinned).toBe(true);
+        expect(Array.from(back.toFloat32Array().subarray(0, 3))).toEqual([1, 2, 3]);
+        expect(back.sum().item()).toBe((999 * 1000) / 2 + 1000);
+      });
+    });
+
     test("events time GPU work; streams run work and synchronise", () => {
       torch.tidy(() => {
         const a = torch.randn([1024, 1024], { device: "cuda" });
