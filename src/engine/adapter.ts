@@ -5,8 +5,9 @@
  * sampling.
  *
  * The key seam is `AttentionBackend`: the decoder computes q/k/v and applies its rotary
- * embedding, then hands them to the backend, which stores k/v in the engine's cache and
- * attends over each sequence's cached prefix. The model never sees how (or where) the
+ * embedding (or lets the backend fold it into its kernel), then hands them to the
+ * backend, which stores k/v in the engine's cache and attends over each sequence's
+ * cached prefix. The model never sees how (or where) the
  * cache is laid out.
  */
 import type { DType, Device, Tensor } from "../torch/index.ts";
