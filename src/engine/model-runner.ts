@@ -245,37 +245,6 @@ export class ModelRunner implements StepRunner {
     return sampled ?? [];
   }
 
-  private decodeGraphed(unordered: DecodeItem[]): SampledToken[] {
-    // In slot order: rows in slots 0..n-1 then read the cache in place.
-    const items = [...unordered].sort((a, b) => this.state(a.seqId).slot - this.state(b.seqId).slot);
-    const rows = items.map((item) => {
-      const s = this.state(item.seqId);
-      return { tokenId: item.tokenId, position: item.index + s.ropeShift, slot: s.slot, index: item.index };
-    });
-    return torch.tidy(() => this.sampleLogits(this.graphs!.run(rows), items.map((i) => i.seqId)));
-  }
-
-  private decodeEager(unordered: DecodeItem[]): SampledToken[] {
-    const spec = this.adapter.spec;
-    // In slot order: consecutive slots are then read in place instead of gathered.
-    const items = [...unordered].sort((a, b) => this.state(a.seqId).slot - this.state(b.seqId).slot);
-    const device = spec.device;
-    const B = items.length;
-    const states = items.map((i) => this.state(i.seqId));
-    return torch.tidy(() => {
-      const ids = torch.tensor(Float64Array.from(items, (i) => i.tokenId), [B], { dtype: "i64", device });
-      const inputs = this.adapter.embedTokens(ids).view(B, 1, spec.hiddenSize);
-      const pos = new Float64Array(spec.positionAxes * B);
-      for (let a = 0; a < spec.positionAxes; a++) {
-        items.forEach((item, b) => (pos[a * B + b] = item.index + states[b]!.ropeShift));
-      }
-      const positions = torch.tensor(pos, [spec.positionAxes, B, 1], { dtype: "i64", device });
-      const attention = this.cache.step({ slots: states.map((s) => s.slot), starts: items.map((i) => i.index), lengths: items.map(() => 1) });
-      const hidden = this.adapter.forward(inputs, positions, attention);
-      return this.sample(hidden.view(B, spec.hiddenSize), items.map((i) => i.seqId));
-    });
-  }
-
   end(seqId: number): void {
     const s = this.seqs.get(seqId);
     if (!s) return;
