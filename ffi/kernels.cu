@@ -54,6 +54,25 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// 1 / sqrt(mean square + eps) of a row whose sum of squares is spread over the
+// kNormThreads threads of the block; every thread gets it.
+__device__ __forceinline__ float block_inv_rms(float squares, int64_t hidden, float eps) {
+  __shared__ float partial[kNormThreads / 32];
+  __shared__ float inv_rms;
+  squares = warp_sum(squares);
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  if (lane == 0) partial[warp] = squares;
+  __syncthreads();
+  if (warp == 0) {
+    float total = lane < kNormThreads / 32 ? partial[lane] : 0.f;
+    total = warp_sum(total);
+    if (lane == 0) inv_rms = rsqrtf(total / static_cast<float>(hidden) + eps);
+  }
+  __syncthreads();
+  return inv_rms;
+}
+
 // 16 bytes of T: the unit of vectorised loads and stores.
 template <typename T>
 struct alignas(16) Pack {
@@ -103,20 +122,7 @@ __global__ void __launch_bounds__(kNormThreads)
     }
     if (residual != nullptr) reinterpret_cast<P*>(sum_out + base)[pi] = sp;
   }
-  __shared__ float partial[kNormThreads / 32];
-  __shared__ float inv_rms;
-  squares = warp_sum(squares);
-  const int lane = threadIdx.x % 32;
-  const int warp = threadIdx.x / 32;
-  if (lane == 0) partial[warp] = squares;
-  __syncthreads();
-  if (warp == 0) {
-    float total = lane < kNormThreads / 32 ? partial[lane] : 0.f;
-    total = warp_sum(total);
-    if (lane == 0) inv_rms = rsqrtf(total / static_cast<float>(hidden) + eps);
-  }
-  __syncthreads();
-  const float r_inv = inv_rms;
+  const float r_inv = block_inv_rms(squares, hidden, eps);
 #pragma unroll
   for (int r = 0; r < kNormPacks; r++) {
     const int pi = threadIdx.x + r * kNormThreads;
@@ -146,20 +152,7 @@ __global__ void add_rms_norm_scalar(const T* __restrict__ x, const T* __restrict
     }
     squares += v * v;
   }
-  __shared__ float partial[kNormThreads / 32];
-  __shared__ float inv_rms;
-  squares = warp_sum(squares);
-  const int lane = threadIdx.x % 32;
-  const int warp = threadIdx.x / 32;
-  if (lane == 0) partial[warp] = squares;
-  __syncthreads();
-  if (warp == 0) {
-    float total = lane < kNormThreads / 32 ? partial[lane] : 0.f;
-    total = warp_sum(total);
-    if (lane == 0) inv_rms = rsqrtf(total / static_cast<float>(hidden) + eps);
-  }
-  __syncthreads();
-  const float r = inv_rms;
+  const float r = block_inv_rms(squares, hidden, eps);
   // Each thread reads back only what it wrote itself, so no further barrier is needed.
   const T* s = residual != nullptr ? sum_out : x;
   for (int64_t i = threadIdx.x; i < hidden; i += kNormThreads) {
