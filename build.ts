@@ -19,7 +19,7 @@
  * architectures (default "80;90").
  */
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join, relative } from "node:path";
 
@@ -288,7 +288,8 @@ function binaryInputsHash(): string {
     }
   };
   for (const dir of ["src", "envs", "configs"]) if (existsSync(join(ROOT, dir))) walk(join(ROOT, dir));
-  for (const f of ["package.json", "bun.lock", "build/libvagen_torch.so"]) if (existsSync(join(ROOT, f))) h.update(readFileSync(join(ROOT, f)));
+  // build.ts itself: a change to the bundler options (minify, source maps) rebuilds too.
+  for (const f of ["package.json", "bun.lock", "build/libvagen_torch.so", "build.ts"]) if (existsSync(join(ROOT, f))) h.update(readFileSync(join(ROOT, f)));
   return h.digest("hex").slice(0, 16);
 }
 
@@ -305,12 +306,16 @@ export async function buildBinary(force = false): Promise<void> {
     entrypoints: [join(ROOT, "src", "cli", "main.ts")],
     compile: { outfile: BINARY },
     minify: { syntax: true, whitespace: true },
-    sourcemap: "none",
+    // The map goes into the binary, so `--debug` stack traces name src/ files and lines
+    // instead of positions in the minified bundle.
+    sourcemap: "linked",
   });
   if (!result.success) {
     for (const l of result.logs) process.stderr.write(`${l}\n`);
     fail("compiling dist/vagen failed");
   }
+  // The copy written next to the binary is not needed at run time: dist/ stays one file.
+  rmSync(`${BINARY}.map`, { force: true });
   writeFileSync(stamp, hash);
   log(`wrote dist/vagen (${(statSync(BINARY).size / 2 ** 20).toFixed(0)} MiB, ${((performance.now() - started) / 1000).toFixed(1)} s)`);
 }

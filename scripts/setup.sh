@@ -28,12 +28,20 @@ have_libtorch() {
   python3 -c 'import torch' >/dev/null 2>&1 && return 0
   [ -f /usr/include/ATen/ATen.h ] && [ -e /usr/lib/x86_64-linux-gnu/libtorch_cpu.so ]
 }
+# Not `ldconfig -p | grep -q`: under pipefail, grep -q exits at the first match, ldconfig
+# dies of SIGPIPE writing the rest, and the pipeline reports failure although the library
+# is there. Capture the list first, then search it.
+have_openblas() {
+  local libs
+  libs="$(ldconfig -p 2>/dev/null || true)"
+  grep -q libopenblas <<<"$libs"
+}
 if ! have_libtorch; then
   say "installing libtorch and OpenBLAS from apt (about 530 MB)"
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     libtorch-dev libopenblas0-pthread g++ >/dev/null
-elif [ -f /usr/include/ATen/ATen.h ] && ! ldconfig -p 2>/dev/null | grep -q libopenblas; then
+elif [ -f /usr/include/ATen/ATen.h ] && ! have_openblas; then
   say "installing OpenBLAS (matmul is ~13x slower on the reference BLAS)"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libopenblas0-pthread >/dev/null
 fi

@@ -1,10 +1,12 @@
 #!/usr/bin/env bun
 /**
  * The `vagen` command line. Commands live one per module in src/cli/commands/ and
- * register themselves on the program; this file only wires them and turns errors into
- * one clear line and a non-zero exit.
+ * register themselves on the program; this file only wires them, turns errors into one
+ * clear line (secrets redacted) and a non-zero exit, and ends quietly when the reader of
+ * its output goes away.
  */
 import { Command, CommanderError } from "commander";
+import { redactText } from "../config/redact.ts";
 import { VERSION } from "../version.ts";
 import { VagenError } from "../errors.ts";
 import { commands } from "./commands/index.ts";
@@ -29,17 +31,32 @@ export function reportError(err: unknown, debug: boolean): number {
     // commander already printed its message (unknown option, --help, --version ...)
     return err.exitCode;
   }
+  // A message may quote a URL, an override or a server's answer: keep secrets out of it.
+  const say = (text: string) => process.stderr.write(redactText(text));
   if (err instanceof VagenError) {
-    process.stderr.write(`error: ${err.message}\n`);
-    if (err.hint) process.stderr.write(`hint: ${err.hint}\n`);
-    if (debug && err.stack) process.stderr.write(`${err.stack}\n`);
+    say(`error: ${err.message}\n`);
+    if (err.hint) say(`hint: ${err.hint}\n`);
+    if (debug && err.stack) say(`${err.stack}\n`);
     return err.exitCode;
   }
   const e = err instanceof Error ? err : new Error(String(err));
-  process.stderr.write(`error: ${e.message}\n`);
-  if (debug) process.stderr.write(`${e.stack ?? ""}\n`);
-  else process.stderr.write("hint: run again with --debug for the stack trace\n");
+  say(`error: ${e.message}\n`);
+  if (debug) say(`${e.stack ?? ""}\n`);
+  else say("hint: run again with --debug for the stack trace\n");
   return 1;
+}
+
+/**
+ * Output into a closed pipe (`vagen env list | head -3`): stop at once and quietly, with
+ * status 0, as other command-line tools do, instead of an EPIPE stack trace.
+ */
+export function exitQuietlyOnClosedPipe(streams: NodeJS.EventEmitter[] = [process.stdout, process.stderr], exit: (code: number) => void = process.exit): void {
+  for (const stream of streams) {
+    stream.on("error", (err: NodeJS.ErrnoException) => {
+      if (err.code === "EPIPE") exit(0);
+      else throw err;
+    });
+  }
 }
 
 export async function main(argv = process.argv): Promise<number> {
@@ -53,6 +70,7 @@ export async function main(argv = process.argv): Promise<number> {
 }
 
 if (import.meta.main) {
+  exitQuietlyOnClosedPipe();
   const code = await main();
   // Let pending stdout writes flush before leaving.
   process.exitCode = code;

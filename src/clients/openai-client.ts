@@ -8,6 +8,7 @@
  * environment variable named in the config and only ever placed in the Authorization
  * header: it is never logged, never in an error message, never written to disk.
  */
+import { registerSecret } from "../config/redact.ts";
 import { VagenError } from "../errors.ts";
 import { InferenceError, abortError, isAbortError, isRetryableStatus } from "./errors.ts";
 import { WireFormatError, buildRequestBody, parseCompletion } from "./openai-wire.ts";
@@ -145,6 +146,8 @@ export class OpenAICompatibleClient implements InferenceClient {
 function readApiKey(envVar: string | undefined, env: Record<string, string | undefined>): string | undefined {
   if (!envVar) return undefined;
   const key = env[envVar];
+  // From here on no output, log or error message can show it.
+  registerSecret(key);
   if (!key) {
     throw new VagenError(
       `model.api_key_env names the environment variable ${envVar}, but it is not set`,

@@ -12,17 +12,40 @@ import { dirname, relative, resolve } from "node:path";
 import { parseDocument } from "yaml";
 import { VagenError } from "../errors.ts";
 import { applyOverrides, parseOverride } from "./overrides.ts";
+import { registerConfigSecrets } from "./redact.ts";
 
 export type ConfigTree = Record<string, unknown>;
 
 /** Where each key came from: dotted key path -> file path or "command line". */
 export type Sources = Map<string, string>;
 
+/**
+ * The directory each key's relative paths resolve against: dotted key path -> the folder
+ * of the file that set the key, or the working directory for command-line overrides.
+ */
+export type BaseDirs = Map<string, string>;
+
 export interface ResolvedConfig {
   data: ConfigTree;
   sources: Sources;
+  baseDirs: BaseDirs;
   /** The top-level file, as given. */
   file: string;
+}
+
+/** Who set a key: a label for messages, and the folder its relative paths start from. */
+interface Origin {
+  label: string;
+  dir: string;
+}
+
+interface Origins {
+  sources: Sources;
+  baseDirs: BaseDirs;
+}
+
+function overrideOrigin(text: string): Origin {
+  return { label: `command line (${text})`, dir: process.cwd() };
 }
 
 const COMPOSE_KEYS = ["defaults", "extends"] as const;
@@ -33,20 +56,26 @@ export function isMapping(x: unknown): x is ConfigTree {
 
 /** Read a config file, compose what it extends, apply `key=value` overrides. */
 export function resolveConfig(file: string, overrides: string[] = []): ResolvedConfig {
-  const sources: Sources = new Map();
-  const data = composeFile(resolve(file), [], sources);
+  const origins: Origins = { sources: new Map(), baseDirs: new Map() };
+  const data = composeFile(resolve(file), [], origins);
   const parsed = overrides.map(parseOverride);
-  applyOverrides(data, parsed, (path, o) => markSources(sources, path, o.kind === "set" ? o.value : undefined, `command line (${o.text})`));
-  return { data, sources, file };
+  applyOverrides(data, parsed, (path, o) => markOrigins(origins, path, o.kind === "set" ? o.value : undefined, overrideOrigin(o.text)));
+  // Before anything can quote a value in a message: its secrets are known from here on.
+  registerConfigSecrets(data);
+  return { data, ...origins, file };
 }
 
-/** Like `resolveConfig` but from an in-memory tree (tests, embedded defaults). */
-export function resolveTree(tree: ConfigTree, overrides: string[] = [], origin = "<built-in>"): ResolvedConfig {
-  const sources: Sources = new Map();
+/**
+ * Like `resolveConfig` but from an in-memory tree (tests, embedded defaults); its
+ * relative paths resolve against `baseDir`.
+ */
+export function resolveTree(tree: ConfigTree, overrides: string[] = [], origin = "<built-in>", baseDir = process.cwd()): ResolvedConfig {
+  const origins: Origins = { sources: new Map(), baseDirs: new Map() };
   const data: ConfigTree = {};
-  mergeInto(data, structuredClone(tree), [], sources, origin);
-  applyOverrides(data, overrides.map(parseOverride), (path, o) => markSources(sources, path, o.kind === "set" ? o.value : undefined, `command line (${o.text})`));
-  return { data, sources, file: origin };
+  mergeInto(data, structuredClone(tree), [], origins, { label: origin, dir: baseDir });
+  applyOverrides(data, overrides.map(parseOverride), (path, o) => markOrigins(origins, path, o.kind === "set" ? o.value : undefined, overrideOrigin(o.text)));
+  registerConfigSecrets(data);
+  return { data, ...origins, file: origin };
 }
 
 function display(path: string): string {
@@ -77,7 +106,7 @@ function findIncluded(entry: string, parentFile: string): string {
   return base;
 }
 
-function composeFile(path: string, chain: string[], sources: Sources): ConfigTree {
+function composeFile(path: string, chain: string[], origins: Origins): ConfigTree {
   if (chain.includes(path)) {
     throw new VagenError(`config files include each other in a loop: ${[...chain, path].map(display).join(" -> ")}`);
   }
@@ -92,46 +121,70 @@ function composeFile(path: string, chain: string[], sources: Sources): ConfigTre
   const order = entries.includes("_self_") ? entries : [...entries, "_self_"];
   const result: ConfigTree = {};
   for (const entry of order as string[]) {
-    if (entry === "_self_") mergeInto(result, own, [], sources, display(path));
-    else mergeInto(result, composeFile(findIncluded(entry, path), [...chain, path], sources), [], null, "");
+    if (entry === "_self_") mergeInto(result, own, [], origins, { label: display(path), dir: dirname(path) });
+    else mergeInto(result, composeFile(findIncluded(entry, path), [...chain, path], origins), [], null, undefined);
   }
   return result;
 }
 
 /**
- * Deep-merge `src` into `dst`. `sources` is null when merging an already composed
+ * Deep-merge `src` into `dst`. `origins` is null when merging an already composed
  * subtree whose keys were marked when it was read.
  */
-function mergeInto(dst: ConfigTree, src: ConfigTree, path: string[], sources: Sources | null, origin: string): void {
+function mergeInto(dst: ConfigTree, src: ConfigTree, path: string[], origins: Origins | null, origin: Origin | undefined): void {
   for (const [key, value] of Object.entries(src)) {
     const p = [...path, key];
     if (isMapping(value) && isMapping(dst[key])) {
-      mergeInto(dst[key] as ConfigTree, value, p, sources, origin);
+      mergeInto(dst[key] as ConfigTree, value, p, origins, origin);
     } else {
       dst[key] = value;
-      if (sources) markSources(sources, p, value, origin);
+      if (origins && origin) markOrigins(origins, p, value, origin);
     }
   }
 }
 
-function markSources(sources: Sources, path: string[], value: unknown, origin: string): void {
+function markOrigins(origins: Origins, path: string[], value: unknown, origin: Origin): void {
   const key = path.join(".");
-  sources.set(key, origin);
+  origins.sources.set(key, origin.label);
+  origins.baseDirs.set(key, origin.dir);
   if (isMapping(value)) {
-    for (const [k, v] of Object.entries(value)) markSources(sources, [...path, k], v, origin);
+    for (const [k, v] of Object.entries(value)) markOrigins(origins, [...path, k], v, origin);
   } else {
     // A scalar or list replaced whatever subtree was here: forget its keys' origins.
-    for (const existing of [...sources.keys()]) if (existing.startsWith(`${key}.`)) sources.delete(existing);
+    for (const map of [origins.sources, origins.baseDirs]) {
+      for (const existing of [...map.keys()]) if (existing.startsWith(`${key}.`)) map.delete(existing);
+    }
   }
+}
+
+/** The value recorded for `path` or its nearest recorded ancestor. */
+function nearest(map: Map<string, string>, path: (string | number)[]): string | undefined {
+  for (let n = path.length; n > 0; n--) {
+    const s = map.get(path.slice(0, n).join("."));
+    if (s) return s;
+  }
+  return undefined;
 }
 
 /** The file (or override) that set `path`, looking up the nearest recorded ancestor. */
 export function sourceOf(sources: Sources, path: (string | number)[]): string | undefined {
-  for (let n = path.length; n > 0; n--) {
-    const s = sources.get(path.slice(0, n).join("."));
-    if (s) return s;
-  }
-  return undefined;
+  return nearest(sources, path);
+}
+
+/**
+ * The folder a relative path at `path` resolves against: that of the file that set the
+ * key, the working directory for a command-line override (or a key nobody set).
+ */
+export function baseDirOf(config: Pick<ResolvedConfig, "baseDirs">, path: (string | number)[]): string {
+  return nearest(config.baseDirs, path) ?? process.cwd();
+}
+
+/**
+ * A path-valued key's value made absolute by the rule above (`~` is not expanded: a
+ * shell does that before vagen sees a command-line value).
+ */
+export function resolveConfigPath(config: Pick<ResolvedConfig, "baseDirs">, path: (string | number)[], value: string): string {
+  return resolve(baseDirOf(config, path), value);
 }
 
 export function describe(value: unknown): string {

@@ -6,6 +6,7 @@
 import * as v from "valibot";
 import { VagenError } from "../errors.ts";
 import { describe, type ResolvedConfig, type Sources, sourceOf } from "./load.ts";
+import { REDACTED, isSecretKey } from "./redact.ts";
 import { didYouMean } from "./suggest.ts";
 
 type AnySchema = v.GenericSchema | v.GenericSchemaAsync;
@@ -51,7 +52,9 @@ function describeIssue(schema: AnySchema, issue: v.BaseIssue<unknown>, ctx: Vali
   }
   // Validations without an "expected" (custom checks) carry their meaning in the message.
   const expected = issue.expected ?? (issue.kind === "validation" ? issue.message : issue.type);
-  return `${where}: key "${keyPath}": got ${describe(issue.input)}, expected ${expected}`;
+  const last = path[path.length - 1];
+  const got = typeof last === "string" && isSecretKey(last) ? REDACTED : describe(issue.input);
+  return `${where}: key "${keyPath}": got ${got}, expected ${expected}`;
 }
 
 /** The sub-schema at `path`, following object entries, array items and record values. */

@@ -17,8 +17,11 @@
  */
 import * as v from "valibot";
 import { ModelConfig, SamplingConfig } from "../clients/config.ts";
-import { loadConfig, registerConfigKind } from "../config/index.ts";
+import { createEnv } from "../../envs/registry.ts";
+import { type ResolvedConfig, registerConfigKind, resolveConfig, validateResolved } from "../config/index.ts";
 import { VagenError } from "../errors.ts";
+import { createHarness } from "../harness/registry.ts";
+import { resolveEvalPaths } from "./config-paths.ts";
 import { type SeedDirective, directiveSeeds, normalizeSeedDirective, seedDirectiveProblem } from "./seeds.ts";
 
 const positiveInt = (what: string) => v.pipe(v.number(), v.integer(`${what}: an integer`), v.minValue(1, `${what} >= 1`));
@@ -70,7 +73,7 @@ export const RunConfig = v.strictObject({
 const TAG = /^[A-Za-z0-9][\w.-]*$/;
 
 export const EvalConfig = v.strictObject({
-  /** Where episodes and summary.json go (relative paths are relative to the working directory). */
+  /** Where episodes and summary.json go (relative to the config file that sets it; see config-paths.ts). */
   output_dir: v.pipe(v.string(), v.minLength(1, "a directory path")),
   model: ModelConfig,
   run: v.optional(RunConfig, {}),
@@ -124,9 +127,39 @@ function checkSeedsDistinct(seeds: number[], key: string): void {
   }
 }
 
-/** Load, compose, override, validate and check an eval config file. */
-export function loadEvalConfig(file: string, overrides: string[]): EvalConfig {
-  return checkEvalConfig(loadConfig(file, overrides, EvalConfig), file);
+/**
+ * Load, compose, override, validate and check an eval config file: everything `vagen eval`
+ * checks before its first request, and all that `vagen config show` checks for an eval
+ * config (both call this).
+ */
+export async function loadEvalConfig(file: string, overrides: string[]): Promise<EvalConfig> {
+  return checkResolvedEvalConfig(resolveConfig(file, overrides));
+}
+
+/**
+ * The whole validation of a resolved eval config: the schema, its paths made absolute
+ * (config-paths.ts), the checks across keys, and each env's own config and harness
+ * (built once and closed, so a typo such as `dim_rom` fails here, naming its env).
+ */
+export async function checkResolvedEvalConfig(resolved: ResolvedConfig): Promise<EvalConfig> {
+  const config = checkEvalConfig(resolveEvalPaths(validateResolved(EvalConfig, resolved), resolved), resolved.file);
+  for (const [tag, spec] of Object.entries(config.envs)) {
+    const { name, options } = harnessNameAndOptions(spec.harness);
+    await withKeyContext(`${resolved.file}: key "envs.${tag}.harness"`, () => createHarness(name, options));
+    const env = await withKeyContext(`${resolved.file}: key "envs.${tag}": could not create env "${spec.name}"`, () => createEnv(spec.name, spec.config));
+    await env.close();
+  }
+  return config;
+}
+
+/** Run `make`, prefixing a failure's message with where in the config it comes from. */
+async function withKeyContext<T>(where: string, make: () => Promise<T>): Promise<T> {
+  try {
+    return await make();
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    throw new VagenError(`${where}: ${message}`, err instanceof VagenError ? err.hint : undefined);
+  }
 }
 
 /** Where an env sits in the run, for its seed directive's hash. */
@@ -180,5 +213,6 @@ registerConfigKind({
   name: "eval",
   description: "vagen eval: one model backend, envs to evaluate",
   schema: EvalConfig,
+  load: checkResolvedEvalConfig,
   detect: (data) => "envs" in data && "model" in data && "output_dir" in data,
 });

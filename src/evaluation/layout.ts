@@ -6,6 +6,11 @@ export function episodeDir(outputDir: string, tag: string, seed: number): string
   return join(outputDir, tag, `seed_${seed}`);
 }
 
+/** The run's config as checked (paths absolute, secrets redacted). */
+export function configCopyPath(outputDir: string): string {
+  return join(outputDir, "config.yaml");
+}
+
 export function summaryPath(outputDir: string): string {
   return join(outputDir, "summary.json");
 }

@@ -10,6 +10,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, w
 import { basename, dirname, join } from "node:path";
 import type { Observation } from "../../envs/_common/types.ts";
 import { pngBytes } from "../clients/image-encoding.ts";
+import { redactSecrets, redactText } from "../config/index.ts";
 import type { EpisodeRecord } from "../harness/types.ts";
 import type { EpisodeMetrics } from "./episode-metrics.ts";
 import { observationImageName } from "./layout.ts";
@@ -60,7 +61,10 @@ export function dumpConversation(record: EpisodeRecord): DumpedMessage[] {
   return messages;
 }
 
-/** Write an episode's folder atomically. `record` is absent for episodes that never ran. */
+/**
+ * Write an episode's folder atomically. `record` is absent for episodes that never ran.
+ * Every file passes the secret redaction (an env config's token, a key in an error).
+ */
 export function writeEpisode(dir: string, metrics: EpisodeMetrics, record?: EpisodeRecord): void {
   const parent = dirname(dir);
   mkdirSync(parent, { recursive: true });
@@ -73,10 +77,10 @@ export function writeEpisode(dir: string, metrics: EpisodeMetrics, record?: Epis
       observations.forEach((obs, turn) =>
         obs.images.forEach((img, i) => writeFileSync(join(tmp, observationImageName(turn, i)), pngBytes(img))),
       );
-      writeFileSync(join(tmp, "messages.json"), `${JSON.stringify(dumpConversation(record), null, 2)}\n`);
-      writeFileSync(join(tmp, "transcript.md"), renderTranscript(record, metrics));
+      writeFileSync(join(tmp, "messages.json"), jsonText(dumpConversation(record)));
+      writeFileSync(join(tmp, "transcript.md"), redactText(renderTranscript(record, metrics)));
     }
-    writeFileSync(join(tmp, "metrics.json"), `${JSON.stringify(metrics, null, 2)}\n`);
+    writeFileSync(join(tmp, "metrics.json"), jsonText(metrics));
     // An older folder here is unfinished or a failed attempt being rerun: replace it.
     rmSync(dir, { recursive: true, force: true });
     renameSync(tmp, dir);
@@ -92,6 +96,11 @@ export function removeStaleTemporaries(tagDir: string): void {
   for (const name of readdirSync(tagDir)) {
     if (name.startsWith(".") && name.includes(".tmp-")) rmSync(join(tagDir, name), { recursive: true, force: true });
   }
+}
+
+/** Pretty JSON with secrets redacted: how every JSON output is written. */
+export function jsonText(value: unknown): string {
+  return `${JSON.stringify(redactSecrets(value), null, 2)}\n`;
 }
 
 /** Write a file by writing a sibling temporary file and renaming it over the target. */

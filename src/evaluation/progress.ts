@@ -1,8 +1,9 @@
 /**
  * Progress reporting for eval runs: a one-line bar redrawn with \r on a terminal, plain
  * log lines otherwise (CI logs, files). Both write to a stream (stderr by default) so
- * stdout carries only the summary table.
+ * stdout carries only the summary table. Every line passes the secret redaction.
  */
+import { redactText } from "../config/index.ts";
 import type { EpisodeMetrics } from "./episode-metrics.ts";
 
 export interface EvalProgress {
@@ -27,8 +28,17 @@ interface Writable {
   write(text: string): unknown;
 }
 
+/** `out`, with secrets removed from what is written to it. */
+function redacting(out: Writable): Writable {
+  return { write: (text: string) => out.write(redactText(text)) };
+}
+
 export class LogReporter implements EvalReporter {
-  constructor(private readonly out: Writable = process.stderr) {}
+  private readonly out: Writable;
+
+  constructor(out: Writable = process.stderr) {
+    this.out = redacting(out);
+  }
 
   start({ total, skipped }: { total: number; skipped: number }): void {
     this.out.write(`eval: ${total} episode(s)${skipped ? `, ${skipped} already finished (resume)` : ""}\n`);
@@ -54,11 +64,14 @@ export class LogReporter implements EvalReporter {
 export class BarReporter implements EvalReporter {
   private last: EvalProgress = { done: 0, total: 0, running: 0, successes: 0, errors: 0 };
   private retries = 0;
+  private readonly out: Writable;
 
   constructor(
-    private readonly out: Writable = process.stderr,
+    out: Writable = process.stderr,
     private readonly width = 30,
-  ) {}
+  ) {
+    this.out = redacting(out);
+  }
 
   start({ total, skipped }: { total: number; skipped: number }): void {
     this.last = { ...this.last, done: skipped, total };

@@ -9,17 +9,19 @@
  */
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { stringify } from "yaml";
 import type { Env } from "../../envs/_common/types.ts";
 import { isAbortError } from "../clients/errors.ts";
 import type { InferenceClient, SamplingParams } from "../clients/types.ts";
 import { toSamplingParams } from "../clients/config.ts";
 import { createHarness } from "../harness/registry.ts";
 import type { Harness } from "../harness/types.ts";
+import { redactSecrets } from "../config/index.ts";
 import { VagenError } from "../errors.ts";
 import { type EnvEvalSpec, type EvalConfig, checkEvalConfig, episodeSeedsForTag, harnessNameAndOptions } from "./config.ts";
 import { type EpisodeContext, type EpisodeMetrics, episodeMetrics, failedEpisodeMetrics, finishedNormally } from "./episode-metrics.ts";
-import { episodeDir, summaryPath } from "./layout.ts";
-import { readEpisodeMetrics, removeStaleTemporaries, writeEpisode, writeFileAtomic } from "./outputs.ts";
+import { configCopyPath, episodeDir, summaryPath } from "./layout.ts";
+import { jsonText, readEpisodeMetrics, removeStaleTemporaries, writeEpisode, writeFileAtomic } from "./outputs.ts";
 import type { EvalProgress, EvalReporter } from "./progress.ts";
 import { type EvalSummary, summarizeEnv } from "./summary.ts";
 
@@ -59,6 +61,7 @@ export async function runEvaluation(config: EvalConfig, deps: EvalDependencies):
   const reporter = deps.reporter;
   const outputDir = config.output_dir;
   mkdirSync(outputDir, { recursive: true });
+  writeFileAtomic(configCopyPath(outputDir), stringify(redactSecrets(config)));
 
   const harnesses = new Map<string, Harness>();
   for (const [tag, spec] of Object.entries(config.envs)) {
@@ -113,7 +116,7 @@ export async function runEvaluation(config: EvalConfig, deps: EvalDependencies):
   reporter?.finish({ ...progress });
 
   const summary = buildSummary(config, client.description);
-  writeFileAtomic(summaryPath(outputDir), `${JSON.stringify(summary, null, 2)}\n`);
+  writeFileAtomic(summaryPath(outputDir), jsonText(summary));
   return { summary, ran, skipped, aborted: signal?.aborted ?? false };
 }
 
@@ -135,13 +138,14 @@ async function runJob(job: Job, deps: EvalDependencies, outputDir: string): Prom
       imagePlaceholder: typeof job.spec.config.image_placeholder === "string" ? job.spec.config.image_placeholder : undefined,
       signal: deps.signal,
     });
-    const metrics = episodeMetrics(record, job.context);
+    // Redacted here already, so progress lines never show what the files must not hold.
+    const metrics = redactSecrets(episodeMetrics(record, job.context));
     writeEpisode(dir, metrics, record);
     return metrics;
   } catch (err) {
     if (isAbortError(err) || deps.signal?.aborted) return undefined;
     // A harness bug or an env that can't be built for this seed: keep a record and go on.
-    const metrics = failedEpisodeMetrics(job.seed, job.harness.name, job.context, err);
+    const metrics = redactSecrets(failedEpisodeMetrics(job.seed, job.harness.name, job.context, err));
     writeEpisode(dir, metrics);
     return metrics;
   } finally {

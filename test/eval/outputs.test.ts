@@ -37,14 +37,14 @@ describe("example configs", () => {
     const files = readdirSync(EXAMPLES).filter((f) => f.endsWith(".yaml") && !f.startsWith("_"));
     expect(files.length).toBeGreaterThanOrEqual(5);
     for (const file of files) {
-      const config = loadEvalConfig(join(EXAMPLES, file), []);
+      const config = await loadEvalConfig(join(EXAMPLES, file), []);
       for (const spec of Object.values(config.envs)) {
         const { name, options } = harnessNameAndOptions(spec.harness);
         const harness = await createHarness(name, options, EXAMPLES);
         expect(typeof harness.runEpisode).toBe("function");
       }
     }
-    const all = loadEvalConfig(join(EXAMPLES, "all.yaml"), ["envs.frozenlake_vision.episodes=2"]);
+    const all = await loadEvalConfig(join(EXAMPLES, "all.yaml"), ["envs.frozenlake_vision.episodes=2"]);
     expect(all.envs.frozenlake_vision!.episodes).toBe(2);
     expect(all.model).toMatchObject({ backend: "openai", base_url: "http://127.0.0.1:8000/v1" });
   });

@@ -1,7 +1,11 @@
-/** `vagen config show CONFIG [key=value ...]`: the resolved config, checked, as YAML. */
+/**
+ * `vagen config show CONFIG [key=value ...]`: the resolved config, checked, as YAML.
+ * The check is the config kind's own (`ConfigKind.load`): exactly what the command that
+ * runs such a config checks before it starts. Secrets are shown as [redacted].
+ */
 import type { Command } from "commander";
 import { stringify } from "yaml";
-import { configKind, configKinds, didYouMean, resolveConfig, validateResolved } from "../../config/index.ts";
+import { configKind, configKinds, didYouMean, redactSecrets, redactText, resolveConfig, validateResolved } from "../../config/index.ts";
 import { VagenError } from "../../errors.ts";
 
 export function register(program: Command): void {
@@ -13,10 +17,10 @@ export function register(program: Command): void {
     .argument("[overrides...]", "key.path=value overrides")
     .option("--kind <kind>", "config kind to validate as (default: detected)")
     .option("--raw", "print without validating or filling in defaults")
-    .action((file: string, overrides: string[], opts: { kind?: string; raw?: boolean }) => {
+    .action(async (file: string, overrides: string[], opts: { kind?: string; raw?: boolean }) => {
       const resolved = resolveConfig(file, overrides);
       if (opts.raw) {
-        process.stdout.write(stringify(resolved.data));
+        process.stdout.write(stringify(redactSecrets(resolved.data)));
         return;
       }
       const kinds = configKinds();
@@ -33,8 +37,9 @@ export function register(program: Command): void {
           `pass --kind (${kinds.map((k) => k.name).join(", ") || "none registered"}) or --raw to print it unchecked`,
         );
       }
-      const checked = validateResolved(kind.schema, resolved);
-      process.stdout.write(`# ${kind.name} config, resolved from ${file}${overrides.length ? ` with ${overrides.join(" ")}` : ""}\n`);
-      process.stdout.write(stringify(checked));
+      const checked = kind.load ? await kind.load(resolved) : validateResolved(kind.schema, resolved);
+      const header = `# ${kind.name} config, resolved from ${file}${overrides.length ? ` with ${overrides.join(" ")}` : ""}\n`;
+      process.stdout.write(redactText(header));
+      process.stdout.write(stringify(redactSecrets(checked)));
     });
 }

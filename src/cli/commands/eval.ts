@@ -3,7 +3,6 @@
  * Thin: load the config, build the client, run, print the summary table.
  */
 import type { Command } from "commander";
-import { dirname, resolve } from "node:path";
 import { createEnv } from "../../../envs/registry.ts";
 import { createClient } from "../../clients/config.ts";
 import { VagenError } from "../../errors.ts";
@@ -11,7 +10,7 @@ import { loadEvalConfig } from "../../evaluation/config.ts";
 import { summaryPath } from "../../evaluation/layout.ts";
 import { BarReporter, type EvalReporter, LogReporter } from "../../evaluation/progress.ts";
 import { runEvaluation } from "../../evaluation/runner.ts";
-import { formatSummaryTable } from "../../evaluation/summary.ts";
+import { type EvalSummary, formatSummaryTable } from "../../evaluation/summary.ts";
 
 /** Exit status after Ctrl-C, as shells report a SIGINT death (128 + 2). */
 const INTERRUPTED_EXIT = 130;
@@ -29,7 +28,7 @@ export function register(program: Command): void {
 }
 
 async function evalCommand(file: string, overrides: string[], progress: boolean): Promise<void> {
-  const config = loadEvalConfig(file, overrides);
+  const config = await loadEvalConfig(file, overrides);
   const reporter: EvalReporter = progress && process.stderr.isTTY ? new BarReporter() : new LogReporter();
   const client = createClient(config.model, { onRetry: (e) => reporter.retry?.(`retry ${e.retry} in ${(e.delayMs / 1000).toFixed(2)} s after: ${e.reason}`) });
 
@@ -48,7 +47,6 @@ async function evalCommand(file: string, overrides: string[], progress: boolean)
       createEnv,
       reporter,
       signal: controller.signal,
-      baseDir: dirname(resolve(file)),
     });
     process.stdout.write(formatSummaryTable(result.summary));
     process.stdout.write(`summary: ${summaryPath(config.output_dir)}\n`);
@@ -59,8 +57,22 @@ async function evalCommand(file: string, overrides: string[], progress: boolean)
         INTERRUPTED_EXIT,
       );
     }
+    const failed = errorEpisodes(result.summary);
+    if (failed.errors > 0) {
+      // So scripts and CI notice a run where the endpoint or an env server was down.
+      throw new VagenError(
+        `${failed.errors} of ${failed.planned} episode${failed.planned === 1 ? "" : "s"} ended in an error`,
+        "each episode's error is in its metrics.json (and in the lines above); run the same command again to retry them, finished episodes are kept",
+      );
+    }
   } finally {
     process.off("SIGINT", onSigint);
     await client.close?.();
   }
+}
+
+/** Episodes that ended in an error, out of all the config plans. */
+export function errorEpisodes(summary: EvalSummary): { errors: number; planned: number } {
+  const envs = Object.values(summary.envs);
+  return { errors: envs.reduce((n, e) => n + e.error_episodes, 0), planned: envs.reduce((n, e) => n + e.planned, 0) };
 }

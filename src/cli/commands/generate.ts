@@ -4,9 +4,12 @@
  * `--json` prints {"text", "token_ids", "logprobs"}.
  */
 import type { Command } from "commander";
+import { closeSync, existsSync, openSync, readSync } from "node:fs";
+import { join } from "node:path";
 import { VagenError } from "../../errors.ts";
 import type { ChatContentPart, ChatMessage } from "../../models/chat_template.ts";
 import type { DType } from "../../torch/index.ts";
+import { integerFlag, numberFlag } from "../flags.ts";
 
 interface GenerateFlags {
   prompt: string;
@@ -21,12 +24,43 @@ interface GenerateFlags {
   json?: boolean;
 }
 
-function number(name: string, check: (n: number) => boolean, expected: string) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (!Number.isFinite(n) || !check(n)) throw new VagenError(`--${name}: got ${JSON.stringify(value)}, expected ${expected}`);
-    return n;
-  };
+/** The dtypes `vagen serve` accepts too. */
+const DTYPES = ["f32", "bf16", "f16"] as const;
+const DEVICE = /^(cpu|cuda(:\d+)?)$/;
+const PNG_SIGNATURE = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
+
+/** What a file's first bytes say it is, for a better message than a PNG decoder's. */
+function sniffFormat(head: Uint8Array): string | undefined {
+  if (head[0] === 0xff && head[1] === 0xd8) return "JPEG";
+  if (head[0] === 0x47 && head[1] === 0x49 && head[2] === 0x46) return "GIF";
+  if (head[0] === 0x52 && head[1] === 0x49 && head[2] === 0x46 && head[3] === 0x46) return "RIFF (WebP?)";
+  if (head[0] === 0x42 && head[1] === 0x4d) return "BMP";
+  return undefined;
+}
+
+/** Check an `--image` path before anything is loaded: it exists, and it is a PNG. */
+export function checkImageFlag(path: string): void {
+  if (!existsSync(path)) throw new VagenError(`--image ${path}: file not found`);
+  const head = new Uint8Array(8);
+  const fd = openSync(path, "r");
+  let read: number;
+  try {
+    read = readSync(fd, head, 0, 8, 0);
+  } finally {
+    closeSync(fd);
+  }
+  if (read < 8 || PNG_SIGNATURE.some((b, i) => head[i] !== b)) {
+    const format = sniffFormat(head);
+    throw new VagenError(`--image ${path}: not a PNG file${format ? ` (it looks like ${format})` : ""}`, "only PNG images are supported; convert it first");
+  }
+}
+
+/** The model's position limit from config.json (top level or text_config), if it says. */
+function maxPositions(modelDir: string, readJson: (path: string) => Record<string, unknown>): number | undefined {
+  const config = readJson(join(modelDir, "config.json"));
+  const text = config.text_config as Record<string, unknown> | undefined;
+  const limit = config.max_position_embeddings ?? text?.max_position_embeddings;
+  return typeof limit === "number" && limit > 0 ? limit : undefined;
 }
 
 export function register(program: Command): void {
@@ -37,27 +71,41 @@ export function register(program: Command): void {
     .requiredOption("--prompt <text>", "the user message")
     .option("--image <png>", "an image shown before the prompt (repeatable)", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option("--system <text>", "system message (default: the chat template's)")
-    .option("--max-tokens <n>", "tokens to generate at most", number("max-tokens", (n) => Number.isInteger(n) && n >= 0, "a non-negative integer"), 128)
-    .option("--temperature <t>", "sampling temperature; 0 is greedy", number("temperature", (n) => n >= 0, "a number >= 0"), 0)
-    .option("--top-p <p>", "nucleus sampling mass", number("top-p", (n) => n > 0 && n <= 1, "a number in (0, 1]"), 1)
-    .option("--seed <s>", "sampling seed", number("seed", Number.isInteger, "an integer"), 0)
-    .option("--device <device>", "cuda or cpu (default: cuda when available)")
-    .option("--dtype <dtype>", "bf16 or f32 (default: bf16 on cuda, f32 on cpu)")
+    .option("--max-tokens <n>", "tokens to generate at most", integerFlag("max-tokens", { min: 1 }), 128)
+    .option("--temperature <t>", "sampling temperature; 0 is greedy", numberFlag("temperature", { min: 0 }), 0)
+    .option("--top-p <p>", "nucleus sampling mass", numberFlag("top-p", { above: 0, max: 1 }), 1)
+    .option("--seed <s>", "sampling seed", integerFlag("seed"), 0)
+    .option("--device <device>", 'device ("cuda", "cuda:1", "cpu"; default: cuda when available)')
+    .option("--dtype <dtype>", "compute dtype: f32, bf16 or f16 (default: bf16 on CUDA, f32 on the CPU)")
     .option("--json", "print {text, token_ids, logprobs} as JSON")
     .action(async (dir: string, flags: GenerateFlags) => {
+      if (flags.device !== undefined && !DEVICE.test(flags.device)) {
+        throw new VagenError(`--device: got ${JSON.stringify(flags.device)}, expected cpu, cuda or cuda:N`);
+      }
+      if (flags.dtype !== undefined && !(DTYPES as readonly string[]).includes(flags.dtype)) {
+        throw new VagenError(`--dtype: got ${JSON.stringify(flags.dtype)}, expected ${DTYPES.join(", ")}`);
+      }
+      for (const path of flags.image) checkImageFlag(path);
       // Loaded here, not at startup: commands that never touch tensors must not need libtorch.
       const { generate, loadChatModel, readPng } = await import("../../models/index.ts");
-      const { torchInfo } = await import("../../torch/index.ts");
-      const device = flags.device ?? (torchInfo().cudaDevices > 0 ? "cuda" : "cpu");
-      if (device !== "cpu" && !device.startsWith("cuda")) throw new VagenError(`--device: got ${JSON.stringify(device)}, expected cuda or cpu`);
-      const dtype = (flags.dtype ?? (device === "cpu" ? "f32" : "bf16")) as DType;
-      if (dtype !== "bf16" && dtype !== "f32") throw new VagenError(`--dtype: got ${JSON.stringify(flags.dtype)}, expected bf16 or f32`);
+      const { readJson } = await import("../../models/tokenizer.ts");
+      const { resolveDevice } = await import("../../engine/load.ts");
+      // The same device check (and hint) as `vagen serve`.
+      const device = resolveDevice(flags.device);
+      const dtype = (flags.dtype ?? (String(device).startsWith("cuda") ? "bf16" : "f32")) as DType;
       const images = flags.image.map(readPng);
       const model = loadChatModel(dir, { device, dtype });
       try {
         const content: ChatContentPart[] = [...images.map(() => ({ type: "image" as const })), { type: "text", text: flags.prompt }];
         const messages: ChatMessage[] = [...(flags.system !== undefined ? [{ role: "system" as const, content: flags.system }] : []), { role: "user", content }];
         const prompt = model.encodeChat(messages, images);
+        const limit = maxPositions(dir, readJson as (path: string) => Record<string, unknown>);
+        if (limit !== undefined && prompt.inputIds.length + flags.maxTokens > limit) {
+          throw new VagenError(
+            `--max-tokens: got ${flags.maxTokens}, but the prompt is ${prompt.inputIds.length} tokens and the model holds ${limit} positions (config.json max_position_embeddings)`,
+            `at most ${Math.max(0, limit - prompt.inputIds.length)} new tokens fit after this prompt`,
+          );
+        }
         const [out] = generate(model, [prompt], {
           maxTokens: flags.maxTokens,
           temperature: flags.temperature,
