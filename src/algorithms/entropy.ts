@@ -71,7 +71,9 @@ export function tokenLogProbs(logits: Tensor, tokens: Tensor, opts: TokenLogProb
       const len = Math.min(chunk, n - start);
       const part = flatLogits.narrow(0, start, len);
       const ids = flatTokens.narrow(0, start, len);
-      pieces.push(recompute ? torch.checkpoint((p) => perChunk(p, ids), part) : perChunk(part, ids));
+      // ids go in as a checkpoint input, not a closure: the recompute runs in backward,
+      // after this scope has freed its own tensors
+      pieces.push(recompute ? torch.checkpoint(perChunk, part, ids) : perChunk(part, ids));
     }
     const all = pieces.length === 0 ? torch.zeros([withEntropy ? 2 : 1, 0], { dtype, device: logits.device }) : torch.cat(pieces, 1);
     const logProbs = all.select(0, 0).reshape(rows, width);
