@@ -97,7 +97,7 @@ function ratioStats(ratio: Tensor, mask: Tensor): LossMetrics {
     const r = ratio.detach();
     const any = maskBool(mask).any();
     const max = torch.where(any, maskedValues(r, mask).max(), 0);
-    const min = torch.where(any, torch.where(maskBool(mask), r, Number.MAX_VALUE).min(), 0);
+    const min = torch.where(any, torch.where(maskBool(mask), r, Infinity).min(), 0);
     return { "actor/ratio_mean": maskedMean(r, mask), "actor/ratio_max": max, "actor/ratio_min": min };
   });
 }
