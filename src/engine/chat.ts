@@ -15,4 +15,10 @@ export interface ChatPromptBuilder {
   buildPrompt(messages: readonly ChatMessage[]): Prompt;
   /** Generated ids to text, special tokens skipped. */
   decode(ids: readonly number[]): string;
+  /**
+   * The raw bytes one id contributes to `decode`'s text (a byte-level BPE token may end
+   * inside a UTF-8 character, so decoding it alone cannot give them); absent when the
+   * tokenizer cannot say.
+   */
+  readonly tokenBytes?: (id: number) => Uint8Array;
 }

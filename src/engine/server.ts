@@ -6,254 +6,186 @@
  *                               and non-streaming, logprobs of the sampled tokens
  *
  * Extensions beyond the OpenAI schema, all optional: `top_k`, `stop_token_ids`,
- * `ignore_eos`, and `return_token_ids` (adds the generated ids to each choice).
- * Multi-turn conversations reuse their KV cache: a request whose messages continue an
- * earlier answer's conversation continues that engine session.
+ * `ignore_eos`, `return_token_ids` (adds the generated ids to each choice) and vLLM's
+ * `return_tokens_as_token_ids`. Parameters the engine cannot honour are refused with a
+ * 400 naming them (server-request.ts). Multi-turn conversations reuse their KV cache: a
+ * request whose messages continue an earlier answer's conversation continues that engine
+ * session.
+ *
+ * Guard rails, in the order a request meets them: the API key (401), the JSON content
+ * type (415), the body size, counted as it arrives (413), the parameters (400), the text
+ * size against the prompt-token limit before tokenizing and the images' pixel counts
+ * before decoding (400), then the prompt's token count (400). Every request is logged in
+ * one line; every 5xx with its cause.
  */
-import * as v from "valibot";
-import { decodePng } from "../../envs/_common/png.ts";
-import type { RGBImage } from "../../envs/_common/types.ts";
 import { EngineClient } from "../clients/engine-client.ts";
-import type { ChatMessage, ContentPart } from "../clients/types.ts";
+import { VagenError } from "../errors.ts";
 import type { ChatPromptBuilder } from "./chat.ts";
 import type { Engine } from "./engine.ts";
-import type { GenerationResult, SamplingOptions } from "./types.ts";
+import { bearerGuard } from "./server-auth.ts";
+import { badRequest, errorJson, HttpError, readJsonBody, requireJsonContentType } from "./server-http.ts";
+import { beginRequest, type RequestLogEntry, type RequestLogOptions } from "./server-log.ts";
+import { checkModelName, parseChatRequest, toChatMessages, toSampling, type PromptSizeLimits } from "./server-request.ts";
+import { completionBody, streamResponse, type ResponseContext } from "./server-response.ts";
 
-const TextPart = v.object({ type: v.literal("text"), text: v.string() });
-const ImagePart = v.object({
-  type: v.literal("image_url"),
-  image_url: v.union([v.object({ url: v.string(), detail: v.optional(v.string()) }), v.string()]),
-});
-const WireMessage = v.object({
-  role: v.picklist(["system", "user", "assistant"]),
-  content: v.union([v.string(), v.array(v.union([TextPart, ImagePart])), v.null()]),
-});
-const ChatRequest = v.object({
-  model: v.optional(v.string()),
-  messages: v.pipe(v.array(WireMessage), v.minLength(1, "at least one message")),
-  temperature: v.optional(v.nullable(v.pipe(v.number(), v.minValue(0), v.maxValue(2)))),
-  top_p: v.optional(v.nullable(v.pipe(v.number(), v.gtValue(0), v.maxValue(1)))),
-  top_k: v.optional(v.nullable(v.pipe(v.number(), v.integer(), v.minValue(-1)))),
-  max_tokens: v.optional(v.nullable(v.pipe(v.number(), v.integer(), v.minValue(1)))),
-  max_completion_tokens: v.optional(v.nullable(v.pipe(v.number(), v.integer(), v.minValue(1)))),
-  stop: v.optional(v.nullable(v.union([v.string(), v.array(v.string())]))),
-  stop_token_ids: v.optional(v.array(v.pipe(v.number(), v.integer(), v.minValue(0)))),
-  ignore_eos: v.optional(v.boolean()),
-  seed: v.optional(v.nullable(v.pipe(v.number(), v.integer()))),
-  stream: v.optional(v.nullable(v.boolean())),
-  stream_options: v.optional(v.nullable(v.object({ include_usage: v.optional(v.boolean()) }))),
-  logprobs: v.optional(v.nullable(v.boolean())),
-  top_logprobs: v.optional(v.nullable(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(0, "top_logprobs is not supported (only the sampled token's log-prob)")))),
-  n: v.optional(v.nullable(v.pipe(v.number(), v.literal(1, "n must be 1")))),
-  return_token_ids: v.optional(v.boolean()),
-});
-type ChatRequest = v.InferOutput<typeof ChatRequest>;
+export interface ServeLimits {
+  /** Largest request body in bytes (413 beyond it). */
+  maxBodyBytes: number;
+  /** Most tokens a prompt may have, image tokens included (default: what a KV slot holds, less one to generate). */
+  maxPromptTokens?: number;
+  /** Most pixels one image may have, read from its PNG header before decoding. */
+  maxImagePixels: number;
+  /** Most pixels of all one request's images together. */
+  maxRequestPixels: number;
+}
+
+export const DEFAULT_SERVE_LIMITS: Readonly<ServeLimits> = {
+  maxBodyBytes: 32 * 2 ** 20,
+  // 4096x4096: four times what Qwen2.5-VL's processor keeps by default (max_pixels 1003520).
+  maxImagePixels: 4096 * 4096,
+  maxRequestPixels: 4 * 4096 * 4096,
+};
 
 export interface ServerOptions {
   engine: Engine;
   builder: ChatPromptBuilder;
   host?: string;
   port?: number;
+  /** Names a request's `model` may use (default: the builder's model name). */
+  servedModelNames?: readonly string[];
+  /** Required as `Authorization: Bearer <key>` on every request when set. */
+  apiKey?: string;
+  limits?: Partial<ServeLimits>;
+  /** The request log (default: stderr, every request). */
+  log?: Partial<RequestLogOptions>;
 }
 
-class BadRequest extends Error {
-  constructor(
-    message: string,
-    readonly param?: string,
-  ) {
-    super(message);
-  }
-}
+type Handler = (req: Request, log: RequestLogEntry) => Response | Promise<Response>;
 
 export function startServer(opts: ServerOptions): ReturnType<typeof Bun.serve> {
-  const client = new EngineClient(opts.engine, opts.builder);
-  const modelName = opts.builder.modelName;
+  const limits = { ...DEFAULT_SERVE_LIMITS, ...opts.limits };
+  const builder = withPromptTokenLimit(opts.builder, resolveMaxPromptTokens(opts.engine, limits.maxPromptTokens));
+  const promptLimits: PromptSizeLimits = { ...limits, maxPromptTokens: builder.maxPromptTokens, longestTokenBytes: longestTokenBytes(opts.builder, opts.engine) };
+  const client = new EngineClient(opts.engine, builder);
+  const modelName = opts.servedModelNames?.[0] ?? opts.builder.modelName;
+  const servedNames = opts.servedModelNames ?? [modelName];
+  const tokenBytes = opts.builder.tokenBytes ?? ((id: number) => new TextEncoder().encode(opts.builder.decode([id])));
   const created = Math.floor(Date.now() / 1000);
+  const logOptions: RequestLogOptions = { write: (line) => process.stderr.write(line), ...opts.log };
+  const authorize = bearerGuard(opts.apiKey);
+
+  const handle =
+    (handler: Handler) =>
+    async (req: Request): Promise<Response> => {
+      const log = beginRequest(logOptions, req);
+      const denied = authorize?.(req);
+      if (denied) {
+        log.end(denied.status);
+        return denied;
+      }
+      try {
+        const res = await handler(req, log);
+        if (!log.deferred) log.end(res.status);
+        return res;
+      } catch (e) {
+        const res = errorResponse(e);
+        log.end(res.status, res.status >= 500 ? e : undefined);
+        return res;
+      }
+    };
+
+  const chatCompletions: Handler = async (req, log) => {
+    requireJsonContentType(req);
+    const body = parseChatRequest(await readJsonBody(req, limits.maxBodyBytes));
+    checkModelName(body.model, servedNames);
+    const messages = toChatMessages(body.messages, promptLimits);
+    const sampling = toSampling(body);
+    const ctx: ResponseContext = {
+      id: `chatcmpl-${crypto.randomUUID().replaceAll("-", "")}`,
+      modelName,
+      body,
+      decodeToken: (id) => opts.builder.decode([id]),
+      tokenBytes,
+    };
+    if (body.stream) return streamResponse(client, messages, sampling, { ...ctx, signal: req.signal, log });
+    const result = await client.generate(messages, sampling, { signal: req.signal });
+    log.setTokens({ promptTokens: result.promptTokens, completionTokens: result.tokenIds.length });
+    return Response.json(completionBody(result, ctx));
+  };
+
   return Bun.serve({
     hostname: opts.host ?? "127.0.0.1",
     port: opts.port ?? 8000,
     // Long generations stream for minutes; Bun's default idle timeout would cut them.
     idleTimeout: 0,
+    // The handler counts the body itself and answers 413 with the limit in the message;
+    // Bun's own cap (an empty 413) only stops what runs past that count.
+    maxRequestBodySize: limits.maxBodyBytes + 2 ** 20,
     routes: {
       "/v1/models": {
-        GET: () => Response.json({ object: "list", data: [{ id: modelName, object: "model", created, owned_by: "vagen" }] }),
+        GET: handle(() =>
+          Response.json({ object: "list", data: servedNames.map((id) => ({ id, object: "model", created, owned_by: "vagen" })) }),
+        ),
       },
-      "/v1/chat/completions": {
-        POST: async (req) => {
-          let body: ChatRequest;
-          let messages: ChatMessage[];
-          try {
-            body = parseRequest(await req.json().catch(() => Promise.reject(new BadRequest("the body is not valid JSON"))));
-            messages = body.messages.map(toChatMessage);
-          } catch (e) {
-            return errorResponse(e);
-          }
-          const sampling = toSampling(body);
-          const id = `chatcmpl-${crypto.randomUUID().replaceAll("-", "")}`;
-          if (body.stream) return streamResponse(client, messages, sampling, body, { id, modelName, signal: req.signal });
-          try {
-            const result = await client.generate(messages, sampling, { signal: req.signal });
-            return Response.json(completionBody(result, body, { id, modelName, decodeToken: (t) => opts.builder.decode([t]) }));
-          } catch (e) {
-            return errorResponse(e);
-          }
-        },
-      },
+      "/v1/chat/completions": { POST: handle(chatCompletions) },
     },
-    fetch: () => Response.json({ error: { message: "not found", type: "invalid_request_error" } }, { status: 404 }),
+    fetch: handle(() => errorJson(404, "not found", { code: "not_found" })),
   });
 }
 
-function parseRequest(json: unknown): ChatRequest {
-  const parsed = v.safeParse(ChatRequest, json);
-  if (!parsed.success) {
-    const issue = parsed.issues[0];
-    const path = issue.path?.map((p) => String(p.key)).join(".") ?? "";
-    throw new BadRequest(`${path ? `${path}: ` : ""}${issue.message}`, path || undefined);
+/** The prompt-token limit: the configured one, or what a KV slot holds less one token to generate. */
+function resolveMaxPromptTokens(engine: Engine, configured: number | undefined): number {
+  const fits = engine.capacity.slotTokens - 1;
+  if (configured === undefined) return fits;
+  if (!Number.isInteger(configured) || configured < 1 || configured > fits) {
+    throw new VagenError(
+      `--max-prompt-tokens: expected an integer from 1 to ${fits} (a KV slot holds ${fits + 1} tokens, prompt and answer), got ${configured}`,
+      "raise --max-seq-len (and --kv-cache-gib) for longer prompts",
+    );
   }
-  return parsed.output;
+  return configured;
 }
 
-function toChatMessage(m: v.InferOutput<typeof WireMessage>, index: number): ChatMessage {
-  const content: ContentPart[] = [];
-  if (typeof m.content === "string") content.push({ type: "text", text: m.content });
-  else if (m.content) {
-    m.content.forEach((part, j) => {
-      if (part.type === "text") content.push({ type: "text", text: part.text });
-      else content.push({ type: "image", image: decodeDataUrl(typeof part.image_url === "string" ? part.image_url : part.image_url.url, `messages.${index}.content.${j}`) });
-    });
-  }
-  return { role: m.role, content };
-}
-
-function decodeDataUrl(url: string, param: string): RGBImage {
-  const match = /^data:image\/png;base64,(.*)$/s.exec(url);
-  if (!match) throw new BadRequest(`${param}.image_url.url: expected a PNG data URL (data:image/png;base64,...)`, param);
-  try {
-    return decodePng(Uint8Array.from(Buffer.from(match[1]!, "base64")));
-  } catch (e) {
-    throw new BadRequest(`${param}.image_url.url: not a decodable PNG (${(e as Error).message})`, param);
-  }
-}
-
-function toSampling(body: ChatRequest): Partial<SamplingOptions> {
-  const s: Partial<SamplingOptions> = {};
-  if (body.temperature != null) s.temperature = body.temperature;
-  if (body.top_p != null) s.topP = body.top_p;
-  if (body.top_k != null) s.topK = Math.max(0, body.top_k);
-  const max = body.max_completion_tokens ?? body.max_tokens;
-  if (max != null) s.maxNewTokens = max;
-  if (body.stop != null) s.stopStrings = typeof body.stop === "string" ? [body.stop] : body.stop;
-  if (body.stop_token_ids) s.stopTokenIds = body.stop_token_ids;
-  if (body.ignore_eos) s.ignoreStopTokens = true;
-  if (body.seed != null) s.seed = body.seed;
-  return s;
-}
-
-interface ResponseContext {
-  id: string;
-  modelName: string;
-}
-
-function tokenLogprob(token: string, logprob: number) {
-  return { token, logprob, bytes: [...new TextEncoder().encode(token)], top_logprobs: [] };
-}
-
-function completionBody(result: GenerationResult, body: ChatRequest, ctx: ResponseContext & { decodeToken: (id: number) => string }) {
+/** A builder whose prompts over `maxPromptTokens` tokens are refused with a 400. */
+function withPromptTokenLimit(builder: ChatPromptBuilder, maxPromptTokens: number): ChatPromptBuilder & { maxPromptTokens: number } {
   return {
-    id: ctx.id,
-    object: "chat.completion",
-    created: Math.floor(Date.now() / 1000),
-    model: ctx.modelName,
-    choices: [
-      {
-        index: 0,
-        message: { role: "assistant", content: result.text },
-        finish_reason: result.finishReason === "abort" ? "stop" : result.finishReason,
-        logprobs: body.logprobs ? { content: result.tokenIds.map((t, i) => tokenLogprob(ctx.decodeToken(t), result.logprobs[i]!)) } : null,
-        ...(body.return_token_ids ? { token_ids: result.tokenIds } : {}),
-      },
-    ],
-    usage: usage(result),
+    maxPromptTokens,
+    modelName: builder.modelName,
+    eosTokenIds: builder.eosTokenIds,
+    tokenBytes: builder.tokenBytes,
+    decode: (ids) => builder.decode(ids),
+    buildPrompt(messages) {
+      const prompt = builder.buildPrompt(messages);
+      if (prompt.tokenIds.length > maxPromptTokens) {
+        throw badRequest(
+          `the prompt has ${prompt.tokenIds.length} tokens (images included); this server accepts at most ${maxPromptTokens} (--max-prompt-tokens)`,
+          "messages",
+          "context_length_exceeded",
+        );
+      }
+      return prompt;
+    },
   };
 }
 
-function usage(result: GenerationResult) {
-  return {
-    prompt_tokens: result.promptTokens,
-    completion_tokens: result.tokenIds.length,
-    total_tokens: result.promptTokens + result.tokenIds.length,
-    prompt_tokens_details: { cached_tokens: result.cachedPromptTokens },
-  };
-}
-
-function streamResponse(
-  client: EngineClient,
-  messages: ChatMessage[],
-  sampling: Partial<SamplingOptions>,
-  body: ChatRequest,
-  ctx: ResponseContext & { signal: AbortSignal },
-): Response {
+/**
+ * UTF-8 bytes of the vocabulary's longest token, which bounds how much text a prompt of
+ * n tokens can hold, so oversized text is refused before it is tokenized.
+ */
+function longestTokenBytes(builder: ChatPromptBuilder, engine: Engine): number {
   const encoder = new TextEncoder();
-  const created = Math.floor(Date.now() / 1000);
-  const chunk = (choice: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
-    encoder.encode(`data: ${JSON.stringify({ id: ctx.id, object: "chat.completion.chunk", created, model: ctx.modelName, choices: [{ index: 0, ...choice }], ...extra })}\n\n`);
-  const decodeToken = (id: number) => client.builder.decode([id]);
-  const stream = new ReadableStream<Uint8Array>({
-    start: async (controller) => {
-      // After the client goes away the stream is closed; late writes are dropped, never thrown.
-      let open = true;
-      const send = (bytes: Uint8Array) => {
-        if (!open) return;
-        try {
-          controller.enqueue(bytes);
-        } catch {
-          open = false;
-        }
-      };
-      send(chunk({ delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }));
-      try {
-        const result = await client.generate(messages, sampling, {
-          signal: ctx.signal,
-          onToken: (ev) => {
-            const logprobs = body.logprobs ? { content: [tokenLogprob(decodeToken(ev.tokenId), ev.logprob)] } : null;
-            if (ev.textDelta || logprobs) {
-              send(chunk({ delta: { content: ev.textDelta }, logprobs, finish_reason: null, ...(body.return_token_ids ? { token_ids: [ev.tokenId] } : {}) }));
-            }
-          },
-        });
-        send(chunk({ delta: {}, logprobs: null, finish_reason: result.finishReason }));
-        if (body.stream_options?.include_usage) {
-          send(encoder.encode(`data: ${JSON.stringify({ id: ctx.id, object: "chat.completion.chunk", created, model: ctx.modelName, choices: [], usage: usage(result) })}\n\n`));
-        }
-      } catch (e) {
-        if ((e as Error).name !== "AbortError") {
-          send(encoder.encode(`data: ${JSON.stringify({ error: { message: (e as Error).message, type: "server_error" } })}\n\n`));
-        }
-      }
-      send(encoder.encode("data: [DONE]\n\n"));
-      if (open) {
-        try {
-          controller.close();
-        } catch {
-          // already closed by the client
-        }
-      }
-    },
-    cancel: () => {
-      // The request's signal aborts the generation; nothing else to release here.
-    },
-  });
-  return new Response(stream, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" } });
+  const bytesOf = builder.tokenBytes ?? ((id: number) => encoder.encode(builder.decode([id])));
+  let longest = 1;
+  for (let id = 0; id < engine.capacity.vocabSize; id++) longest = Math.max(longest, bytesOf(id).length);
+  return longest;
 }
 
 function errorResponse(e: unknown): Response {
-  if (e instanceof BadRequest) {
-    return Response.json({ error: { message: e.message, type: "invalid_request_error", param: e.param ?? null, code: null } }, { status: 400 });
-  }
-  const err = e as Error;
+  if (e instanceof HttpError) return errorJson(e.status, e.message, e.detail);
+  const err = e instanceof Error ? e : new Error(String(e));
+  // The client went away; nobody reads this answer (nginx's "client closed request").
   if (err.name === "AbortError") return new Response(null, { status: 499 });
-  // Engine-side validation (prompt too long, bad sampling values) is the caller's to fix.
-  const status = err.name === "VagenError" ? 400 : 500;
-  return Response.json({ error: { message: err.message, type: status === 400 ? "invalid_request_error" : "server_error", param: null, code: null } }, { status });
+  // Engine-side validation (prompt too long for a slot, bad sampling values) is the caller's to fix.
+  if (err instanceof VagenError) return errorJson(400, err.message);
+  return errorJson(500, `internal error: ${err.message}`);
 }

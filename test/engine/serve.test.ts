@@ -18,7 +18,7 @@ let client: OpenAI;
 
 beforeAll(() => {
   loaded = loadEngine(FIXTURE_DIR, { device: "cpu", dtype: "f32", max_seq_len: 512, kv_cache_gib: 0.05, max_slots: 8 });
-  server = startServer({ engine: loaded.engine, builder: loaded.builder, port: 0 });
+  server = startServer({ engine: loaded.engine, builder: loaded.builder, port: 0, log: { quiet: true } });
   client = new OpenAI({ baseURL: `http://127.0.0.1:${server.port}/v1`, apiKey: "unused", maxRetries: 0 });
 });
 afterAll(async () => {
@@ -87,10 +87,10 @@ describe("vagen serve (OpenAI-compatible API)", () => {
   });
 
   test("a follow-up turn reuses the conversation's KV cache", async () => {
-    const first = await client.chat.completions.create({ model: "m", messages: imageMessage(), temperature: 0, max_tokens: 5 });
+    const first = await client.chat.completions.create({ model: loaded.builder.modelName, messages: imageMessage(), temperature: 0, max_tokens: 5 });
     const reply = first.choices[0]!.message.content!;
     const second = await client.chat.completions.create({
-      model: "m",
+      model: loaded.builder.modelName,
       messages: [...imageMessage(), { role: "assistant", content: reply }, { role: "user", content: "Why?" }],
       temperature: 0,
       max_tokens: 5,
@@ -104,14 +104,14 @@ describe("vagen serve (OpenAI-compatible API)", () => {
     const failure = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => e as { status?: number; message: string });
     const notPng = await failure(
       client.chat.completions.create({
-        model: "m",
+        model: loaded.builder.modelName,
         messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "https://example.com/cat.png" } }] }],
       }),
     );
     expect(notPng?.status).toBe(400);
     expect(notPng?.message).toContain("PNG data URL");
-    expect((await failure(client.chat.completions.create({ model: "m", messages: [] })))?.status).toBe(400);
-    const topP = await failure(client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "hi" }], top_p: 0 }));
+    expect((await failure(client.chat.completions.create({ model: loaded.builder.modelName, messages: [] })))?.status).toBe(400);
+    const topP = await failure(client.chat.completions.create({ model: loaded.builder.modelName, messages: [{ role: "user", content: "hi" }], top_p: 0 }));
     expect(topP?.status).toBe(400);
     expect(topP?.message).toContain("top_p");
   });
@@ -134,7 +134,50 @@ describe("vagen serve (OpenAI-compatible API)", () => {
     expect(loaded.engine.stats().runningSequences).toBe(0);
     expect(loaded.engine.stats().decodeTokens - decodedBefore).toBeLessThan(199); // stopped early, not run to the end
     expect(loaded.engine.stats().freeSlots + loaded.engine.stats().idleSessions).toBe(capacity);
-    const after = await client.chat.completions.create({ model: "m", messages: [{ role: "user", content: "hi" }], max_tokens: 2 });
+    const after = await client.chat.completions.create({ model: loaded.builder.modelName, messages: [{ role: "user", content: "hi" }], max_tokens: 2 });
     expect(after.choices[0]!.finish_reason).toBeDefined();
+  });
+
+  describe("log-prob bytes are each token's own bytes", () => {
+    // Sampled at temperature 1, the fixture's 368-token vocabulary (128 of them single
+    // bytes 0x80-0xff) gives tokens that end inside a UTF-8 character: alone they decode
+    // to U+FFFD, whose bytes (ef bf bd) the old code reported.
+    const request = { model: "", messages: [{ role: "user" as const, content: "hi" }], max_tokens: 12, temperature: 1, seed: 1, logprobs: true };
+    const tokenBytes = (id: number) => Array.from(loaded.builder.tokenBytes!(id));
+    const REPLACEMENT = [0xef, 0xbf, 0xbd];
+
+    function checkEntries(ids: number[], entries: { token: string; bytes: number[] | null }[], text: string) {
+      expect(entries.map((e) => e.bytes)).toEqual(ids.map(tokenBytes));
+      const split = entries.filter((e) => e.token === "\ufffd" && e.bytes!.length === 1);
+      expect(split.length).toBeGreaterThan(0);
+      for (const e of split) expect(e.bytes).not.toEqual(REPLACEMENT);
+      // Put together, the bytes are the text's own (decoded the way the text was).
+      expect(new TextDecoder().decode(Uint8Array.from(entries.flatMap((e) => e.bytes!)))).toBe(text);
+    }
+
+    test("non-streaming", async () => {
+      const res = await client.chat.completions.create({ ...request, model: loaded.builder.modelName, stream: false,
+        // @ts-expect-error vagen extensions
+        return_token_ids: true, ignore_eos: true });
+      const choice = res.choices[0]!;
+      checkEntries((choice as unknown as { token_ids: number[] }).token_ids, choice.logprobs!.content!, choice.message.content!);
+    });
+
+    test("streaming", async () => {
+      const stream = await client.chat.completions.create({ ...request, model: loaded.builder.modelName, stream: true,
+        // @ts-expect-error vagen extensions
+        return_token_ids: true, ignore_eos: true });
+      const ids: number[] = [];
+      const entries: { token: string; bytes: number[] | null }[] = [];
+      let text = "";
+      for await (const chunk of stream) {
+        const c = chunk.choices[0];
+        if (!c) continue;
+        text += c.delta.content ?? "";
+        ids.push(...((c as unknown as { token_ids?: number[] }).token_ids ?? []));
+        entries.push(...(c.logprobs?.content ?? []));
+      }
+      checkEntries(ids, entries, text);
+    });
   });
 });

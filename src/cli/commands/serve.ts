@@ -1,21 +1,39 @@
 /** `vagen serve MODEL_DIR`: an OpenAI-compatible chat API over the in-process engine. */
 import type { Command } from "commander";
 import { VagenError } from "../../errors.ts";
+import { checkExposure } from "../../engine/server-auth.ts";
 
 interface ServeFlags {
   port: string;
   host: string;
+  apiKey?: string;
+  insecure?: boolean;
+  quiet?: boolean;
+  servedModelName?: string[];
   device?: string;
-  dtype?: "f32" | "bf16" | "f16";
+  dtype?: string;
   maxSeqLen: string;
   kvCacheGib?: string;
   maxSlots: string;
   attention: string;
+  maxBodyMib: string;
+  maxPromptTokens?: string;
+  maxImagePixels: string;
+  maxRequestPixels: string;
 }
 
+/** The dtypes serve (and the engine config's `dtype`) accept. */
+const DTYPES = ["f32", "bf16", "f16"] as const;
+
 function integer(value: string, flag: string, min: number): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min) throw new VagenError(`${flag}: expected an integer >= ${min}, got "${value}"`);
+  const n = value.trim() === "" ? Number.NaN : Number(value);
+  if (!Number.isSafeInteger(n) || n < min) throw new VagenError(`${flag}: expected an integer >= ${min}, got "${value}"`);
+  return n;
+}
+
+function positive(value: string, flag: string): number {
+  const n = value.trim() === "" ? Number.NaN : Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new VagenError(`${flag}: expected a positive number, got "${value}"`);
   return n;
 }
 
@@ -25,39 +43,73 @@ export function register(program: Command): void {
     .description("serve a model directory over an OpenAI-compatible /v1/chat/completions API")
     .argument("<model_dir>", "Hugging Face model directory (config.json, safetensors, tokenizer)")
     .option("--port <port>", "port to listen on", "8000")
-    .option("--host <host>", "address to bind", "127.0.0.1")
+    .option("--host <host>", "address to bind (an address other machines reach needs --api-key or --insecure)", "127.0.0.1")
+    .option("--api-key <key>", "require this key as an Authorization: Bearer header (default: $VAGEN_API_KEY; the variable keeps it out of `ps`)")
+    .option("--insecure", "allow a non-loopback --host without an API key")
+    .option("--quiet", "no per-request log lines (server errors are still logged)")
+    .option(
+      "--served-model-name <name>",
+      "a name clients may give as `model` (repeatable; default: the directory's name)",
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
     .option("--device <device>", 'device ("cuda", "cuda:1", "cpu"; default: cuda when available)')
-    .option("--dtype <dtype>", "compute dtype: f32, bf16 or f16 (default: bf16 on CUDA, f32 on the CPU)")
+    .option("--dtype <dtype>", `compute dtype: ${DTYPES.join(", ")} (default: bf16 on CUDA, f32 on the CPU)`)
     .option("--max-seq-len <tokens>", "tokens one conversation may hold", "8192")
     .option("--kv-cache-gib <gib>", "memory for the KV cache in GiB (default: 16 on CUDA, 1 on the CPU)")
     .option("--max-slots <n>", "most conversations holding a KV cache at once", "512")
     .option("--attention <kind>", "fused (libtorch's SDPA kernels) or math (the unfused fallback)", "fused")
+    .option("--max-body-mib <mib>", "largest request body in MiB (413 beyond it)", "32")
+    .option("--max-prompt-tokens <tokens>", "most prompt tokens per request, images included (default: what a KV slot holds, less one)")
+    .option("--max-image-pixels <n>", "most pixels per image, checked before decoding", String(4096 * 4096))
+    .option("--max-request-pixels <n>", "most pixels of all images in one request", String(4 * 4096 * 4096))
     .action(async (modelDir: string, flags: ServeFlags) => {
       const port = integer(flags.port, "--port", 0);
-      if (flags.dtype && !["f32", "bf16", "f16"].includes(flags.dtype)) {
-        throw new VagenError(`--dtype: expected f32, bf16 or f16, got "${flags.dtype}"`);
+      const apiKey = flags.apiKey ?? (process.env.VAGEN_API_KEY || undefined);
+      checkExposure(flags.host, apiKey, flags.insecure === true);
+      if (flags.dtype !== undefined && !(DTYPES as readonly string[]).includes(flags.dtype)) {
+        throw new VagenError(`--dtype: expected ${DTYPES.join(", ")}, got "${flags.dtype}"`);
       }
       if (flags.attention !== "fused" && flags.attention !== "math") {
         throw new VagenError(`--attention: expected fused or math, got "${flags.attention}"`);
       }
-      const kvGib = flags.kvCacheGib === undefined ? undefined : Number(flags.kvCacheGib);
-      if (kvGib !== undefined && !(kvGib > 0)) throw new VagenError(`--kv-cache-gib: expected a positive number, got "${flags.kvCacheGib}"`);
+      const kvGib = flags.kvCacheGib === undefined ? undefined : positive(flags.kvCacheGib, "--kv-cache-gib");
+      const limits = {
+        maxBodyBytes: Math.floor(positive(flags.maxBodyMib, "--max-body-mib") * 2 ** 20),
+        maxPromptTokens: flags.maxPromptTokens === undefined ? undefined : integer(flags.maxPromptTokens, "--max-prompt-tokens", 1),
+        maxImagePixels: integer(flags.maxImagePixels, "--max-image-pixels", 1),
+        maxRequestPixels: integer(flags.maxRequestPixels, "--max-request-pixels", 1),
+      };
       // Loaded here, not at startup: commands that never touch tensors must not need libtorch.
       const { describePlan, loadEngine } = await import("../../engine/load.ts");
       const { startServer } = await import("../../engine/server.ts");
       const loaded = loadEngine(modelDir, {
         device: flags.device,
-        dtype: flags.dtype,
+        dtype: flags.dtype as (typeof DTYPES)[number] | undefined,
         max_seq_len: integer(flags.maxSeqLen, "--max-seq-len", 16),
         kv_cache_gib: kvGib,
         max_slots: integer(flags.maxSlots, "--max-slots", 1),
         attention: flags.attention,
       });
-      const server = startServer({ engine: loaded.engine, builder: loaded.builder, host: flags.host, port });
+      let server: ReturnType<typeof startServer>;
+      try {
+        server = startServer({
+          engine: loaded.engine,
+          builder: loaded.builder,
+          host: flags.host,
+          port,
+          apiKey,
+          servedModelNames: flags.servedModelName,
+          limits,
+          log: { quiet: flags.quiet === true },
+        });
+      } catch (e) {
+        await loaded.close();
+        throw e;
+      }
       process.stderr.write(
-        `vagen serve: model "${loaded.builder.modelName}" on ${loaded.adapter.spec.device} (${loaded.adapter.spec.dtype}); ` +
+        `vagen serve: model "${flags.servedModelName?.[0] ?? loaded.builder.modelName}" on ${loaded.adapter.spec.device} (${loaded.adapter.spec.dtype}); ` +
           `${describePlan(loaded.adapter, loaded.plan)}\n` +
-          `listening on http://${server.hostname}:${server.port}/v1\n`,
+          `listening on http://${server.hostname}:${server.port}/v1${apiKey ? " (API key required)" : ""}\n`,
       );
       await new Promise<void>((resolve) => {
         const stop = () => resolve();

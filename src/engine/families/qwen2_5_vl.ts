@@ -36,6 +36,7 @@ const MAX_POSITIONS = 128000;
 export class Qwen25VLAdapter implements ModelAdapter, ChatPromptBuilder {
   readonly spec: ModelSpec;
   readonly eosTokenIds: number[];
+  readonly tokenBytes: ((id: number) => Uint8Array) | undefined;
   /** Images that went through the vision tower (for stats and tests). */
   imagesEncoded = 0;
 
@@ -61,6 +62,7 @@ export class Qwen25VLAdapter implements ModelAdapter, ChatPromptBuilder {
       weightBytes,
     };
     this.eosTokenIds = [...chat.eosTokenIds];
+    this.tokenBytes = chat.tokenizer.tokenBytes();
   }
 
   // ---- ChatPromptBuilder ----------------------------------------------------------------
