@@ -1,4 +1,6 @@
-import { describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { main } from "../../src/cli/main.ts";
 import { FIXTURE_DIR, refsJson } from "./fixture.ts";
@@ -51,3 +53,58 @@ describe("vagen generate", () => {
     expect(missing.stderr).toContain("config.json: file not found");
   });
 });
+
+describe("vagen generate flag checks", () => {
+  const dir = mkdtempSync(join(tmpdir(), "vagen-generate-"));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const base = ["generate", FIXTURE_DIR, "--prompt", "hi"];
+
+  test("--max-tokens 0 is refused up front, like other numeric flags", async () => {
+    const r = await run([...base, "--max-tokens", "0", "--device", "cpu"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe('error: --max-tokens: got "0", expected an integer >= 1\n');
+    const empty = await run([...base, "--temperature", "", "--device", "cpu"]);
+    expect(empty.stderr).toContain('--temperature: got "", expected a number >= 0');
+  });
+
+  test("--max-tokens beyond the model's positions says how many fit", async () => {
+    // The fixture's config.json: max_position_embeddings 4096.
+    const r = await run([...base, "--max-tokens", "5000", "--device", "cpu"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/--max-tokens: got 5000, but the prompt is (\d+) tokens and the model holds 4096 positions/);
+    const promptTokens = Number(r.stderr.match(/the prompt is (\d+) tokens/)![1]);
+    expect(r.stderr).toContain(`hint: at most ${4096 - promptTokens} new tokens fit after this prompt`);
+  });
+
+  test("--device cuda without CUDA gets the same hint as serve", async () => {
+    const { torchInfo } = await import("../../src/torch/index.ts");
+    if (torchInfo().cudaDevices > 0) return;
+    const r = await run([...base, "--device", "cuda"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("error: device cuda was requested but libtorch sees no CUDA device");
+    expect(r.stderr).toContain("hint: use --device cpu");
+  });
+
+  test("--dtype takes what serve takes (f32, bf16, f16)", async () => {
+    const bad = await run([...base, "--dtype", "f8", "--device", "cpu"]);
+    expect(bad.stderr).toContain('--dtype: got "f8", expected f32, bf16, f16');
+    const bf16 = await run([...base, "--dtype", "bf16", "--device", "cpu", "--max-tokens", "2", "--json"]);
+    expect(bf16.code).toBe(0);
+    expect(JSON.parse(bf16.stdout).token_ids).toHaveLength(2);
+    // f16 passes the flag check; a libtorch without CPU half matmul says so in one line.
+    const f16 = await run([...base, "--dtype", "f16", "--device", "cpu", "--max-tokens", "1", "--json"]);
+    expect(f16.stderr).not.toContain("--dtype: got");
+    if (f16.code !== 0) expect(f16.stderr).toMatch(/^error: --dtype f16: this libtorch cannot multiply f16 matrices on cpu .*\nhint: use --dtype f32 or bf16 on the CPU/);
+  });
+
+  test("--image: a missing file and a non-PNG file are told apart, without decoder internals", async () => {
+    const missing = await run([...base, "--image", join(dir, "nope.png"), "--device", "cpu"]);
+    expect(missing.stderr).toBe(`error: --image ${join(dir, "nope.png")}: file not found\n`);
+    const jpeg = join(dir, "photo.jpg");
+    writeFileSync(jpeg, new Uint8Array([0xff, 0xd8, 0xff, 0xe0, 0, 16, 0x4a, 0x46, 0x49, 0x46, 0, 1]));
+    const notPng = await run([...base, "--image", jpeg, "--device", "cpu"]);
+    expect(notPng.code).toBe(1);
+    expect(notPng.stderr).toBe(`error: --image ${jpeg}: not a PNG file (it looks like JPEG)\nhint: only PNG images are supported; convert it first\n`);
+  });
+});
+

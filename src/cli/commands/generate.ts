@@ -55,6 +55,20 @@ export function checkImageFlag(path: string): void {
   }
 }
 
+type Torch = typeof import("../../torch/index.ts");
+
+/**
+ * Some libtorch builds (Debian's 1.13) have no half-precision matmul on the CPU; say so
+ * before loading a model rather than failing inside it with libtorch's raw message.
+ */
+function checkDtypeRuns(torch: Torch, device: string, dtype: DType): void {
+  try {
+    torch.tidy(() => torch.ones([2, 2], { dtype, device }).matmul(torch.ones([2, 2], { dtype, device })));
+  } catch (err) {
+    throw new VagenError(`--dtype ${dtype}: this libtorch cannot multiply ${dtype} matrices on ${device} (${(err as Error).message})`, "use --dtype f32 or bf16 on the CPU, f16 on CUDA");
+  }
+}
+
 /** The model's position limit from config.json (top level or text_config), if it says. */
 function maxPositions(modelDir: string, readJson: (path: string) => Record<string, unknown>): number | undefined {
   const config = readJson(join(modelDir, "config.json"));
@@ -93,6 +107,7 @@ export function register(program: Command): void {
       // The same device check (and hint) as `vagen serve`.
       const device = resolveDevice(flags.device);
       const dtype = (flags.dtype ?? (String(device).startsWith("cuda") ? "bf16" : "f32")) as DType;
+      checkDtypeRuns(await import("../../torch/index.ts"), String(device), dtype);
       const images = flags.image.map(readPng);
       const model = loadChatModel(dir, { device, dtype });
       try {
