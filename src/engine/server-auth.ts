@@ -44,6 +44,6 @@ export function checkExposure(host: string, apiKey: string | undefined, insecure
   if (apiKey || insecure || isLoopback(host)) return;
   throw new VagenError(
     `--host ${host} is reachable from other machines and no API key is set`,
-    "set --api-key (or VAGEN_API_KEY) so clients must send it as a Bearer token, or pass --insecure to serve without one",
+    "set --api-key (or VAGEN_API_KEY), which clients then send in the Authorization header, or pass --insecure to serve without one",
   );
 }

@@ -118,9 +118,10 @@ export function startServer(opts: ServerOptions): ReturnType<typeof Bun.serve> {
     port: opts.port ?? 8000,
     // Long generations stream for minutes; Bun's default idle timeout would cut them.
     idleTimeout: 0,
-    // The handler counts the body itself and answers 413 with the limit in the message;
-    // Bun's own cap (an empty 413) only stops what runs past that count.
-    maxRequestBodySize: limits.maxBodyBytes + 2 ** 20,
+    // The chat handler counts the body as it arrives and answers 413 with the limit in the
+    // message; Bun's own cap would answer first, with an empty 413 and before the API key
+    // is checked. Bodies nobody reads are not buffered.
+    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     routes: {
       "/v1/models": {
         GET: handle(() =>
