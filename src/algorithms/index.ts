@@ -1,9 +1,44 @@
 /**
- * vagen's RL algorithms: pure tensor functions over src/torch. Everything above
- * src/algorithms imports only this file.
+ * src/algorithms: pure tensor functions for RL training (advantage estimators, losses,
+ * KL, filters). Each block below re-exports one part of the layer.
  */
 
-// Advantage estimators, their registry, trajectory stitching and whitening.
+// ---- losses: aggregation, policy and value losses, KL, log-probs, mismatch, filters ----
+export { LOSS_AGG_MODES, isLossAggMode, aggregateLoss, maskedMean, maskedSum, type LossAggMode, type AggregateOptions } from "./aggregate.ts";
+export {
+  POLICY_LOSS_MODES,
+  policyLoss,
+  ppoClipLoss,
+  gspoLoss,
+  turnPolicyLoss,
+  type PolicyLossMode,
+  type PolicyLossInputs,
+  type PolicyLossOptions,
+  type PolicyLossResult,
+  type ClipRange,
+} from "./policy-loss.ts";
+export { valueLoss, type ValueLossInputs, type ValueLossOptions } from "./value-loss.ts";
+export {
+  KL_PENALTIES,
+  klPenalty,
+  fullKl,
+  klLoss,
+  applyKlPenalty,
+  KlControlConfig,
+  FixedKlController,
+  AdaptiveKlController,
+  createKlController,
+  type KlPenalty,
+  type SampledKlPenalty,
+  type KlController,
+  type KlRewardResult,
+} from "./kl.ts";
+export { tokenLogProbs, entropyFromLogits, type TokenLogProbOptions, type TokenLogProbs } from "./entropy.ts";
+export { truncatedImportanceWeights, type TruncatedIsResult } from "./mismatch.ts";
+export { rewardVarianceFilter, rewardVarianceTopPFilter, rowRewards, type FilterResult, type GroupedRewards } from "./filters.ts";
+export { readMetrics, type LossMetrics } from "./metrics.ts";
+
+// ---- advantage estimators: registry, estimators, trajectory stitching, whitening ----
 export type { AdvantageBatch, AdvantageOutput } from "./estimators/types.ts";
 export { defaultGae, type DefaultGaeOptions } from "./estimators/default-gae.ts";
 export { tokenLevelGae, type TokenLevelGaeOptions } from "./estimators/token-level-gae.ts";
@@ -32,4 +67,4 @@ export {
   type ResolvedEstimator,
 } from "./registry.ts";
 export { stitchTrajectories, type RowIdentity, type Trajectory, type TrajectoryLayout } from "./trajectory.ts";
-export { maskedMean, maskedVar, maskedWhiten } from "./whiten.ts";
+export { maskedWhiten } from "./whiten.ts";

@@ -21,6 +21,7 @@
  *
  * Shapes: batch tensors [B, T]; outputs [B, T].
  */
+import * as torch from "../../torch/index.ts";
 import type { AdvantageBatch, AdvantageOutput } from "./types.ts";
 import { backwardGae } from "./gae-recursion.ts";
 import { emitTokenOutputs, packBatch } from "./packed.ts";
@@ -36,20 +37,23 @@ export interface BiLevelGaePaperOptions {
 }
 
 export function biLevelGaePaper(batch: AdvantageBatch, { gamma, lam, highLevelGamma }: BiLevelGaePaperOptions): AdvantageOutput {
-  const packed = packBatch(batch);
-  const { layout } = packed;
+  // Only the outputs leave: every intermediate tensor is freed here.
+  return torch.tidy(() => {
+    const packed = packBatch(batch);
+    const { layout } = packed;
 
-  // Pass 1: GAE over turn ends.
-  const endRewards = atTurnLast(layout, packed.rewards); // [N, K]
-  const endValues = atTurnLast(layout, packed.values); // [N, K]
-  const turnAdvantages = backwardGae(endRewards, endValues, highLevelGamma, lam);
-  const turnReturns = spreadTurns(layout, turnAdvantages.add(endValues)); // [N, L]
+    // Pass 1: GAE over turn ends.
+    const endRewards = atTurnLast(layout, packed.rewards); // [N, K]
+    const endValues = atTurnLast(layout, packed.values); // [N, K]
+    const turnAdvantages = backwardGae(endRewards, endValues, highLevelGamma, lam);
+    const turnReturns = spreadTurns(layout, turnAdvantages.add(endValues)); // [N, L]
 
-  // Pass 2: token GAE, the reward at each turn end replaced by that turn's return.
-  const boundary = tokenFlag(layout, "boundary", packed.rewards);
-  const rewards = packed.rewards.mul(boundary.rsub(1)).add(turnReturns.mul(boundary));
-  const discount = boundary.rsub(1).mul(gamma); // 0 at turn ends: the recursion restarts
-  const advantages = backwardGae(rewards, packed.values, discount, lam);
-  const returns = advantages.add(packed.values).mul(packed.valid);
-  return emitTokenOutputs(packed, advantages, returns, { whiten: true, turnIds: true });
+    // Pass 2: token GAE, the reward at each turn end replaced by that turn's return.
+    const boundary = tokenFlag(layout, "boundary", packed.rewards);
+    const rewards = packed.rewards.mul(boundary.rsub(1)).add(turnReturns.mul(boundary));
+    const discount = boundary.rsub(1).mul(gamma); // 0 at turn ends: the recursion restarts
+    const advantages = backwardGae(rewards, packed.values, discount, lam);
+    const returns = advantages.add(packed.values).mul(packed.valid);
+    return emitTokenOutputs(packed, advantages, returns, { whiten: true, turnIds: true });
+  });
 }

@@ -21,6 +21,7 @@
  *
  * Shapes: batch tensors [B, T]; outputs [B, T].
  */
+import * as torch from "../../torch/index.ts";
 import type { AdvantageBatch, AdvantageOutput } from "./types.ts";
 import { backwardGae } from "./gae-recursion.ts";
 import { emitTokenOutputs, packBatch } from "./packed.ts";
@@ -38,18 +39,21 @@ export interface BiLevelGaeOptions {
 }
 
 export function biLevelGae(batch: AdvantageBatch, { gammaTurn, lambdaTurn, lambdaToken, biLevelMix }: BiLevelGaeOptions): AdvantageOutput {
-  const packed = packBatch(batch);
-  // 0/1 flag in the rewards' dtype, so the per-position factors keep full precision.
-  const boundary = tokenFlag(packed.layout, "boundary", packed.rewards);
-  const discount = boundary.mul(gammaTurn - 1).add(1); // gammaTurn at boundaries, else 1
-  const lambda = boundary.mul(lambdaTurn - lambdaToken).add(lambdaToken); // lambdaTurn at boundaries, else lambdaToken
+  // Only the outputs leave: every intermediate tensor is freed here.
+  return torch.tidy(() => {
+    const packed = packBatch(batch);
+    // 0/1 flag in the rewards' dtype, so the per-position factors keep full precision.
+    const boundary = tokenFlag(packed.layout, "boundary", packed.rewards);
+    const discount = boundary.mul(gammaTurn - 1).add(1); // gammaTurn at boundaries, else 1
+    const lambda = boundary.mul(lambdaTurn - lambdaToken).add(lambdaToken); // lambdaTurn at boundaries, else lambdaToken
 
-  const biLevel = backwardGae(packed.rewards, packed.values, discount, lambda);
-  let advantages = biLevel;
-  if (biLevelMix !== 1) {
-    const tokenLevel = backwardGae(packed.rewards, packed.values, 1, lambdaToken);
-    advantages = tokenLevel.add(biLevel.sub(tokenLevel).mul(biLevelMix));
-  }
-  const returns = advantages.add(packed.values).mul(packed.valid);
-  return emitTokenOutputs(packed, advantages, returns, { whiten: true, turnIds: true });
+    const biLevel = backwardGae(packed.rewards, packed.values, discount, lambda);
+    let advantages = biLevel;
+    if (biLevelMix !== 1) {
+      const tokenLevel = backwardGae(packed.rewards, packed.values, 1, lambdaToken);
+      advantages = tokenLevel.add(biLevel.sub(tokenLevel).mul(biLevelMix));
+    }
+    const returns = advantages.add(packed.values).mul(packed.valid);
+    return emitTokenOutputs(packed, advantages, returns, { whiten: true, turnIds: true });
+  });
 }

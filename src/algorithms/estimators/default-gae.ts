@@ -13,6 +13,7 @@
  *
  * Shapes: batch tensors [B, T]; outputs [B, T].
  */
+import * as torch from "../../torch/index.ts";
 import type { AdvantageBatch, AdvantageOutput } from "./types.ts";
 import { backwardGae } from "./gae-recursion.ts";
 import { emitTokenOutputs, packBatch } from "./packed.ts";
@@ -26,10 +27,13 @@ export interface DefaultGaeOptions {
 }
 
 export function defaultGae(batch: AdvantageBatch, { gamma, lam }: DefaultGaeOptions): AdvantageOutput {
-  const packed = packBatch(batch);
-  const total = packed.rewards.sum(1, true); // [N, 1]
-  const lumped = tokenFlag(packed.layout, "last", packed.rewards).mul(total);
-  const advantages = backwardGae(lumped, packed.values, gamma, lam);
-  const returns = advantages.add(packed.values).mul(packed.valid);
-  return emitTokenOutputs(packed, advantages, returns, { whiten: true, turnIds: true });
+  // Only the outputs leave: every intermediate tensor is freed here.
+  return torch.tidy(() => {
+    const packed = packBatch(batch);
+    const total = packed.rewards.sum(1, true); // [N, 1]
+    const lumped = tokenFlag(packed.layout, "last", packed.rewards).mul(total);
+    const advantages = backwardGae(lumped, packed.values, gamma, lam);
+    const returns = advantages.add(packed.values).mul(packed.valid);
+    return emitTokenOutputs(packed, advantages, returns, { whiten: true, turnIds: true });
+  });
 }

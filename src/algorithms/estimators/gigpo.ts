@@ -39,35 +39,38 @@ export interface GigpoOptions {
 export const GIGPO_EPSILON = 1e-6;
 
 export function gigpo(batch: AdvantageBatch, { gamma, stepAdvantageWeight, normalizeByStd }: GigpoOptions): AdvantageOutput {
-  const packed = packBatch(batch);
-  const { layout } = packed;
-  const like = { dtype: packed.rewards.dtype, device: packed.rewards.device };
+  // Only the outputs leave: every intermediate tensor is freed here.
+  return torch.tidy(() => {
+    const packed = packBatch(batch);
+    const { layout } = packed;
+    const like = { dtype: packed.rewards.dtype, device: packed.rewards.device };
 
-  // Episode level: one member per trajectory.
-  const episodeScores = packed.rewards.sum(1); // [N]
-  const episodeGroups = groupBy(layout.trajectories.map((t) => t.group));
-  const episode = groupStats(episodeScores, episodeGroups, { unbiased: true });
-  const episodeMean = episode.mean.mul(episode.shared); // singletons: mean 0
-  const episodeStd = episode.std.mul(episode.shared).add(episode.shared.rsub(1)); // singletons: std 1
-  let episodeAdvantage = episodeScores.sub(episodeMean);
-  if (normalizeByStd) episodeAdvantage = episodeAdvantage.div(episodeStd.add(GIGPO_EPSILON));
+    // Episode level: one member per trajectory.
+    const episodeScores = packed.rewards.sum(1); // [N]
+    const episodeGroups = groupBy(layout.trajectories.map((t) => t.group));
+    const episode = groupStats(episodeScores, episodeGroups, { unbiased: true });
+    const episodeMean = episode.mean.mul(episode.shared); // singletons: mean 0
+    const episodeStd = episode.std.mul(episode.shared).add(episode.shared.rsub(1)); // singletons: std 1
+    let episodeAdvantage = episodeScores.sub(episodeMean);
+    if (normalizeByStd) episodeAdvantage = episodeAdvantage.div(episodeStd.add(GIGPO_EPSILON));
 
-  // Step level: one member per existing turn slot n * K + t.
-  const turnReturns = backwardGae(sumPerTurn(layout, packed.rewards), torch.zeros([layout.trajectories.length, layout.maxTurns], like), gamma, 1);
-  const { slots, keys } = anchorGroups(layout, batch.stateKeys);
-  const slotIndex = indexTensor(slots, like.device);
-  const stepReturns = turnReturns.reshape(-1).indexSelect(0, slotIndex); // [S]
-  const step = groupStats(stepReturns, groupBy(keys), { unbiased: true });
-  const stepStd = step.std.mul(step.shared).add(step.shared.rsub(1)); // singletons: std 1 (and R - mean = 0)
-  let stepAdvantage = stepReturns.sub(step.mean);
-  if (normalizeByStd) stepAdvantage = stepAdvantage.div(stepStd.add(GIGPO_EPSILON));
-  const perTurn = torch.zeros([layout.trajectories.length * layout.maxTurns], like).indexCopy(0, slotIndex, stepAdvantage);
+    // Step level: one member per existing turn slot n * K + t.
+    const turnReturns = backwardGae(sumPerTurn(layout, packed.rewards), torch.zeros([layout.trajectories.length, layout.maxTurns], like), gamma, 1);
+    const { slots, keys } = anchorGroups(layout, batch.stateKeys);
+    const slotIndex = indexTensor(slots, like.device);
+    const stepReturns = turnReturns.reshape(-1).indexSelect(0, slotIndex); // [S]
+    const step = groupStats(stepReturns, groupBy(keys), { unbiased: true });
+    const stepStd = step.std.mul(step.shared).add(step.shared.rsub(1)); // singletons: std 1 (and R - mean = 0)
+    let stepAdvantage = stepReturns.sub(step.mean);
+    if (normalizeByStd) stepAdvantage = stepAdvantage.div(stepStd.add(GIGPO_EPSILON));
+    const perTurn = torch.zeros([layout.trajectories.length * layout.maxTurns], like).indexCopy(0, slotIndex, stepAdvantage);
 
-  const combined = packed.valid
-    .mul(episodeAdvantage.unsqueeze(1))
-    .add(spreadTurns(layout, perTurn.view(layout.trajectories.length, layout.maxTurns)).mul(stepAdvantageWeight));
-  const advantages = unpackTokens(layout, combined);
-  return { advantages, returns: advantages, turnIds: turnIdTensor(layout, like.device) };
+    const combined = packed.valid
+      .mul(episodeAdvantage.unsqueeze(1))
+      .add(spreadTurns(layout, perTurn.view(layout.trajectories.length, layout.maxTurns)).mul(stepAdvantageWeight));
+    const advantages = unpackTokens(layout, combined);
+    return { advantages, returns: advantages, turnIds: turnIdTensor(layout, like.device) };
+  });
 }
 
 /** The existing turn slots and their anchor-group keys (group uid + state key). */

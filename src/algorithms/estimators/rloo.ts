@@ -16,16 +16,19 @@ import type { AdvantageBatch, AdvantageOutput } from "./types.ts";
 import { groupBy, groupStats } from "./groups.ts";
 
 export function rloo(batch: AdvantageBatch): AdvantageOutput {
-  const rewards = batch.tokenLevelRewards;
-  const mask = batch.responseMask.to(rewards.dtype);
-  const scores = rewards.sum(1); // [B]
-  const groups = groupBy(batch.groupIds);
-  const stats = groupStats(scores, groups, { unbiased: false });
+  // Only the outputs leave: every intermediate tensor is freed here.
+  return torch.tidy(() => {
+    const rewards = batch.tokenLevelRewards;
+    const mask = batch.responseMask.to(rewards.dtype);
+    const scores = rewards.sum(1); // [B]
+    const groups = groupBy(batch.groupIds);
+    const stats = groupStats(scores, groups, { unbiased: false });
 
-  // n / (n - 1) per row, 1 for singletons (whose mean term is dropped below).
-  const sizes = Float64Array.from(groups.of, (g) => groups.sizes[g]!);
-  const scale = torch.tensor(sizes.map((n) => (n > 1 ? n / (n - 1) : 1)), [sizes.length], { dtype: scores.dtype, device: scores.device });
-  const perRow = scores.sub(stats.mean.mul(stats.shared)).mul(scale);
-  const advantages = mask.mul(perRow.unsqueeze(1));
-  return { advantages, returns: advantages };
+    // n / (n - 1) per row, 1 for singletons (whose mean term is dropped below).
+    const sizes = Float64Array.from(groups.of, (g) => groups.sizes[g]!);
+    const scale = torch.tensor(sizes.map((n) => (n > 1 ? n / (n - 1) : 1)), [sizes.length], { dtype: scores.dtype, device: scores.device });
+    const perRow = scores.sub(stats.mean.mul(stats.shared)).mul(scale);
+    const advantages = mask.mul(perRow.unsqueeze(1));
+    return { advantages, returns: advantages };
+  });
 }

@@ -9,6 +9,7 @@
  *
  * Shapes: batch tensors [B, T]; outputs [B, T].
  */
+import * as torch from "../../torch/index.ts";
 import type { AdvantageBatch, AdvantageOutput } from "./types.ts";
 import { backwardGae } from "./gae-recursion.ts";
 import { emitTokenOutputs, packBatch } from "./packed.ts";
@@ -21,8 +22,11 @@ export interface TokenLevelGaeOptions {
 }
 
 export function tokenLevelGae(batch: AdvantageBatch, { gamma, lam }: TokenLevelGaeOptions): AdvantageOutput {
-  const packed = packBatch(batch);
-  const advantages = backwardGae(packed.rewards, packed.values, gamma, lam);
-  const returns = advantages.add(packed.values).mul(packed.valid);
-  return emitTokenOutputs(packed, advantages, returns, { whiten: true, turnIds: true });
+  // Only the outputs leave: every intermediate tensor is freed here.
+  return torch.tidy(() => {
+    const packed = packBatch(batch);
+    const advantages = backwardGae(packed.rewards, packed.values, gamma, lam);
+    const returns = advantages.add(packed.values).mul(packed.valid);
+    return emitTokenOutputs(packed, advantages, returns, { whiten: true, turnIds: true });
+  });
 }

@@ -12,6 +12,7 @@
  *
  * Shapes: batch tensors [B, T]; outputs [B, T]; internally [N] per trajectory.
  */
+import * as torch from "../../torch/index.ts";
 import type { AdvantageBatch, AdvantageOutput } from "./types.ts";
 import { groupBy, groupStats } from "./groups.ts";
 import { packBatch } from "./packed.ts";
@@ -23,16 +24,19 @@ export interface TrajectoryGrpoOptions {
 }
 
 export function trajectoryGrpo(batch: AdvantageBatch, { normAdvByStd }: TrajectoryGrpoOptions): AdvantageOutput {
-  const packed = packBatch(batch);
-  const { layout } = packed;
-  const scores = packed.rewards.sum(1); // [N]
-  const groups = groupBy(layout.trajectories.map((t) => t.group));
-  const stats = groupStats(scores, groups, { unbiased: false });
+  // Only the outputs leave: every intermediate tensor is freed here.
+  return torch.tidy(() => {
+    const packed = packBatch(batch);
+    const { layout } = packed;
+    const scores = packed.rewards.sum(1); // [N]
+    const groups = groupBy(layout.trajectories.map((t) => t.group));
+    const stats = groupStats(scores, groups, { unbiased: false });
 
-  let perTrajectory = scores.sub(stats.mean);
-  if (normAdvByStd) perTrajectory = perTrajectory.div(stats.std.add(1e-6));
-  perTrajectory = perTrajectory.mul(stats.flat.rsub(1)); // zero-spread groups get 0
+    let perTrajectory = scores.sub(stats.mean);
+    if (normAdvByStd) perTrajectory = perTrajectory.div(stats.std.add(1e-6));
+    perTrajectory = perTrajectory.mul(stats.flat.rsub(1)); // zero-spread groups get 0
 
-  const advantages = unpackTokens(layout, packed.valid.mul(perTrajectory.unsqueeze(1)));
-  return { advantages, returns: advantages };
+    const advantages = unpackTokens(layout, packed.valid.mul(perTrajectory.unsqueeze(1)));
+    return { advantages, returns: advantages };
+  });
 }

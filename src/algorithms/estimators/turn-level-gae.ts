@@ -28,17 +28,20 @@ export interface TurnLevelGaeOptions {
 }
 
 export function turnLevelGae(batch: AdvantageBatch, { gamma, lam, ignoreReturn }: TurnLevelGaeOptions): AdvantageOutput {
-  const packed = packBatch(batch);
-  const { layout } = packed;
-  const turnRewards = sumPerTurn(layout, packed.rewards); // [N, K]
-  const turnValues = atTurnFirst(layout, packed.values); // [N, K]
-  const turnAdvantages = backwardGae(turnRewards, turnValues, gamma, lam);
+  // Only the outputs leave: every intermediate tensor is freed here.
+  return torch.tidy(() => {
+    const packed = packBatch(batch);
+    const { layout } = packed;
+    const turnRewards = sumPerTurn(layout, packed.rewards); // [N, K]
+    const turnValues = atTurnFirst(layout, packed.values); // [N, K]
+    const turnAdvantages = backwardGae(turnRewards, turnValues, gamma, lam);
 
-  const advantages = spreadTurns(layout, turnAdvantages); // [N, L]
-  const turnStart = tokenFlag(layout, "turnStart", packed.rewards);
-  const startReturns = spreadTurns(layout, turnAdvantages.add(turnValues)).mul(turnStart);
-  const out = emitTokenOutputs(packed, advantages, startReturns, { whiten: true, turnIds: true });
+    const advantages = spreadTurns(layout, turnAdvantages); // [N, L]
+    const turnStart = tokenFlag(layout, "turnStart", packed.rewards);
+    const startReturns = spreadTurns(layout, turnAdvantages.add(turnValues)).mul(turnStart);
+    const out = emitTokenOutputs(packed, advantages, startReturns, { whiten: true, turnIds: true });
 
-  const valueMask = unpackTokens(layout, turnStart);
-  return { ...out, returns: torch.where(valueMask.gt(0), out.returns, ignoreReturn), valueMask };
+    const valueMask = unpackTokens(layout, turnStart);
+    return { ...out, returns: torch.where(valueMask.gt(0), out.returns, ignoreReturn), valueMask };
+  });
 }

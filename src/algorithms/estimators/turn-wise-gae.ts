@@ -14,6 +14,7 @@
  *
  * Shapes: batch tensors [B, T]; outputs [B, T].
  */
+import * as torch from "../../torch/index.ts";
 import type { AdvantageBatch, AdvantageOutput } from "./types.ts";
 import { backwardGae } from "./gae-recursion.ts";
 import { packBatch } from "./packed.ts";
@@ -28,16 +29,19 @@ export interface TurnWiseGaeOptions {
 }
 
 export function turnWiseGae(batch: AdvantageBatch, { lam, highLevelGamma }: TurnWiseGaeOptions): AdvantageOutput {
-  const packed = packBatch(batch);
-  const { layout, mask } = packed;
-  const endRewards = atTurnLast(layout, packed.rewards); // [N, K]
-  const endValues = atTurnLast(layout, packed.values); // [N, K]
-  const turnAdvantages = backwardGae(endRewards, endValues, highLevelGamma, lam);
+  // Only the outputs leave: every intermediate tensor is freed here.
+  return torch.tidy(() => {
+    const packed = packBatch(batch);
+    const { layout, mask } = packed;
+    const endRewards = atTurnLast(layout, packed.rewards); // [N, K]
+    const endValues = atTurnLast(layout, packed.values); // [N, K]
+    const turnAdvantages = backwardGae(endRewards, endValues, highLevelGamma, lam);
 
-  const boundary = tokenFlag(layout, "boundary", packed.rewards);
-  const turnEnds = unpackTokens(layout, boundary); // [B, T]
-  const advantages = unpackTokens(layout, spreadTurns(layout, turnAdvantages));
-  const returns = unpackTokens(layout, spreadTurns(layout, turnAdvantages.add(endValues)).mul(boundary));
-  const whitened = maskedWhiten(advantages, turnEnds.mul(uniqueRowWeight(layout, mask)));
-  return { advantages: whitened.mul(mask), returns, valueMask: turnEnds, turnIds: turnIdTensor(layout, mask.device) };
+    const boundary = tokenFlag(layout, "boundary", packed.rewards);
+    const turnEnds = unpackTokens(layout, boundary); // [B, T]
+    const advantages = unpackTokens(layout, spreadTurns(layout, turnAdvantages));
+    const returns = unpackTokens(layout, spreadTurns(layout, turnAdvantages.add(endValues)).mul(boundary));
+    const whitened = maskedWhiten(advantages, turnEnds.mul(uniqueRowWeight(layout, mask)));
+    return { advantages: whitened.mul(mask), returns, valueMask: turnEnds, turnIds: turnIdTensor(layout, mask.device) };
+  });
 }

@@ -27,25 +27,28 @@ export interface VerlGaeOptions {
 }
 
 export function verlGae(batch: AdvantageBatch, { gamma, lam }: VerlGaeOptions): AdvantageOutput {
-  const rewards = batch.tokenLevelRewards;
-  const values = batch.values ? batch.values.to(rewards.dtype) : torch.zerosLike(rewards);
-  const mask = batch.responseMask.to(rewards.dtype);
-  const r = rewards.unbind(1);
-  const v = values.unbind(1);
-  const isModel = mask.gt(0).unbind(1);
+  // Only the outputs leave: every intermediate tensor is freed here.
+  return torch.tidy(() => {
+    const rewards = batch.tokenLevelRewards;
+    const values = batch.values ? batch.values.to(rewards.dtype) : torch.zerosLike(rewards);
+    const mask = batch.responseMask.to(rewards.dtype);
+    const r = rewards.unbind(1);
+    const v = values.unbind(1);
+    const isModel = mask.gt(0).unbind(1);
 
-  const width = r.length;
-  const columns: Tensor[] = new Array(width);
-  let nextValue: Tensor = torch.zerosLike(r[0] ?? rewards.sum(1));
-  let lastGae: Tensor = nextValue;
-  for (let t = width - 1; t >= 0; t--) {
-    const delta = r[t]!.add(nextValue.mul(gamma)).sub(v[t]!);
-    const gae = delta.add(lastGae.mul(gamma * lam));
-    // The state moves only at model tokens; observation tokens keep it.
-    nextValue = torch.where(isModel[t]!, v[t]!, nextValue);
-    lastGae = torch.where(isModel[t]!, gae, lastGae);
-    columns[t] = lastGae;
-  }
-  const advantages = width === 0 ? torch.zerosLike(rewards) : torch.stack(columns, 1);
-  return { advantages: maskedWhiten(advantages, mask), returns: advantages.add(values) };
+    const width = r.length;
+    const columns: Tensor[] = new Array(width);
+    let nextValue: Tensor = torch.zerosLike(r[0] ?? rewards.sum(1));
+    let lastGae: Tensor = nextValue;
+    for (let t = width - 1; t >= 0; t--) {
+      const delta = r[t]!.add(nextValue.mul(gamma)).sub(v[t]!);
+      const gae = delta.add(lastGae.mul(gamma * lam));
+      // The state moves only at model tokens; observation tokens keep it.
+      nextValue = torch.where(isModel[t]!, v[t]!, nextValue);
+      lastGae = torch.where(isModel[t]!, gae, lastGae);
+      columns[t] = lastGae;
+    }
+    const advantages = width === 0 ? torch.zerosLike(rewards) : torch.stack(columns, 1);
+    return { advantages: maskedWhiten(advantages, mask), returns: advantages.add(values) };
+  });
 }

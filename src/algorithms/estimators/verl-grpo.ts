@@ -10,6 +10,7 @@
  *
  * Shapes: batch tensors [B, T]; outputs [B, T].
  */
+import * as torch from "../../torch/index.ts";
 import type { AdvantageBatch, AdvantageOutput } from "./types.ts";
 import { groupBy, groupStats } from "./groups.ts";
 
@@ -21,16 +22,19 @@ export interface VerlGrpoOptions {
 export const VERL_GRPO_EPSILON = 1e-6;
 
 export function verlGrpo(batch: AdvantageBatch, { normAdvByStd }: VerlGrpoOptions): AdvantageOutput {
-  const rewards = batch.tokenLevelRewards;
-  const mask = batch.responseMask.to(rewards.dtype);
-  const scores = rewards.sum(1); // [B]
-  const stats = groupStats(scores, groupBy(batch.groupIds), { unbiased: true });
+  // Only the outputs leave: every intermediate tensor is freed here.
+  return torch.tidy(() => {
+    const rewards = batch.tokenLevelRewards;
+    const mask = batch.responseMask.to(rewards.dtype);
+    const scores = rewards.sum(1); // [B]
+    const stats = groupStats(scores, groupBy(batch.groupIds), { unbiased: true });
 
-  // A singleton group uses mean 0 and std 1: mean * shared, std * shared + (1 - shared).
-  const mean = stats.mean.mul(stats.shared);
-  const std = stats.std.mul(stats.shared).add(stats.shared.rsub(1));
-  let perRow = scores.sub(mean);
-  if (normAdvByStd) perRow = perRow.div(std.add(VERL_GRPO_EPSILON));
-  const advantages = mask.mul(perRow.unsqueeze(1));
-  return { advantages, returns: advantages };
+    // A singleton group uses mean 0 and std 1: mean * shared, std * shared + (1 - shared).
+    const mean = stats.mean.mul(stats.shared);
+    const std = stats.std.mul(stats.shared).add(stats.shared.rsub(1));
+    let perRow = scores.sub(mean);
+    if (normAdvByStd) perRow = perRow.div(std.add(VERL_GRPO_EPSILON));
+    const advantages = mask.mul(perRow.unsqueeze(1));
+    return { advantages, returns: advantages };
+  });
 }
