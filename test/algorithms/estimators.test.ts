@@ -229,3 +229,12 @@ test("float32 by default: f32 in, f32 out, same numbers", () => inScope(() => {
   expect(out.advantages.dtype).toBe("f32");
   expectClose(flat(out.returns), [0.1875, 0.375, 0, 0.75, 1.5], 1e-6, 0);
 }));
+
+test("an estimator called outside any scope leaves only its outputs alive", () => {
+  const b = batch([[0, 1, 0, 0, 2]], TWO_TURNS, [[0.5, 0.1, 0, 0.3, 0.2]]);
+  const before = torch.liveTensors();
+  const out = alg.turnLevelGae(b, { gamma: 0.9, lam: 1, ignoreReturn: -100 });
+  const outputs = [out.advantages, out.returns, out.valueMask!, out.turnIds!];
+  expect(torch.liveTensors()).toBe(before + outputs.length);
+  for (const t of [...outputs, b.tokenLevelRewards, b.responseMask, b.values!]) t.dispose();
+});
