@@ -24,6 +24,8 @@ export const frozenLakeConfigSchema = v.strictObject({
   is_slippery: v.optional(v.boolean(), false),
   slip_prob: v.optional(probability(), 0),
   p: v.optional(probability(), 0.8),
+  /** Boards drawn per reset before giving up with an error (VAGEN draws until one is valid). */
+  max_generation_attempts: v.optional(positiveInt(), 100_000),
   render_mode: v.optional(renderMode(), "text"),
   max_actions_per_step: v.optional(positiveInt(), 5),
   action_sep: v.optional(nonEmptyString(), ","),

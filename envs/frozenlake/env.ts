@@ -3,19 +3,23 @@
  * `reset(seed)`, up to `max_actions_per_step` moves per turn, the turn ends at the first
  * unknown word or when the player reaches the goal or a hole.
  *
- * Divergence from VAGEN, on purpose: `slip_prob` draws from a per-episode generator seeded
- * by the reset seed (VAGEN uses numpy's unseeded global RNG), so episodes replay exactly.
+ * Divergences from VAGEN, on purpose: `slip_prob` draws from a per-episode generator
+ * seeded by the reset seed (VAGEN uses numpy's unseeded global RNG), so episodes replay
+ * exactly; and once the episode is done (goal or hole), further steps change nothing and
+ * pay nothing, where VAGEN pays the success reward again on every step at the goal.
  */
+import { VagenError } from "../../src/errors.ts";
 import { parseConfig } from "../_common/config.ts";
+import { finishCooperatively } from "../_common/cooperative.ts";
 import { stepInfo } from "../_common/step-info.ts";
 import { actionObservationText, initialObservationText } from "../_common/observation.ts";
-import { parseResponse } from "../_common/parsers.ts";
+import { parseResponse, type ParsedResponse } from "../_common/parsers.ts";
 import { Rng } from "../_common/rng.ts";
 import { gridObject, type GridState, type Position } from "../_common/state.ts";
 import type { Env, EnvInfo, Observation, ResetResult, StepResult } from "../_common/types.ts";
 import { FROZENLAKE_REWARD_PRESETS, frozenLakeConfigSchema, type FrozenLakeConfig, type FrozenLakeConfigInput } from "./config.ts";
 import { applyCustomSlip, gymnasiumSlip, isTerminalTile, moveFrom } from "./dynamics.ts";
-import { FL_ACTIONS, findCell, generateRandomMap, shortestPath, type FrozenLakeAction } from "./map.ts";
+import { FL_ACTIONS, MapGenerationError, findCell, randomMapWork, shortestPath, type FrozenLakeAction } from "./map.ts";
 import { frozenLakeSystemPrompt } from "./prompts.ts";
 import { FrozenLakeImageRenderer, renderText } from "./render.ts";
 
@@ -33,6 +37,8 @@ export class FrozenLakeEnv implements Env {
   private row = 0;
   private col = 0;
   private lastAction: FrozenLakeAction | null = null;
+  /** Set when the player reached the goal or fell in a hole; later steps are no-ops. */
+  private ended: { success: boolean } | null = null;
   private slipRng = new Rng(0, SLIP_STREAM);
   totalReward = 0;
 
@@ -45,7 +51,8 @@ export class FrozenLakeEnv implements Env {
   }
 
   async reset(seed: number): Promise<ResetResult> {
-    this.desc = this.config.desc ? [...this.config.desc] : generateRandomMap(this.config.size, this.config.p, seed);
+    this.desc = this.config.desc ? [...this.config.desc] : await this.generateMap(seed);
+    this.ended = null;
     const start = findCell(this.desc, "S")!;
     [this.row, this.col] = start;
     this.lastAction = null;
@@ -64,6 +71,7 @@ export class FrozenLakeEnv implements Env {
       actionSep: this.config.action_sep,
       maxActions: this.config.max_actions_per_step,
     });
+    if (this.ended) return this.stepAfterEnd(parsed, this.ended.success);
     const start: Position = [this.row, this.col];
     const validActions: string[] = [];
     let actionIsValid = parsed.actions.length > 0 && parsed.format_correct;
@@ -97,10 +105,31 @@ export class FrozenLakeEnv implements Env {
       : validActions.length > 0 && parsed.format_correct;
     if (earnsFormat) reward += this.formatReward;
     this.totalReward += reward;
+    if (done) this.ended = { success };
 
     const turn = { actionIsValid, actionIsEffective: this.row !== start[0] || this.col !== start[1], success };
     const info = stepInfo(parsed, turn, this.groundTruth(), validActions);
     return { obs: this.observe(validActions), reward, done, info };
+  }
+
+  /** A step after the goal or a hole: nothing moves, nothing is paid, the episode stays done. */
+  private stepAfterEnd(parsed: ParsedResponse, success: boolean): StepResult {
+    const turn = { actionIsValid: false, actionIsEffective: false, success };
+    const info = { ...stepInfo(parsed, turn, this.groundTruth(), []), after_done: true };
+    return { obs: this.observe([]), reward: 0, done: true, info };
+  }
+
+  private async generateMap(seed: number): Promise<string[]> {
+    const { size, p, max_generation_attempts: attempts } = this.config;
+    try {
+      return await finishCooperatively(randomMapWork(size, p, seed, attempts));
+    } catch (err) {
+      if (!(err instanceof MapGenerationError)) throw err;
+      throw new VagenError(
+        `FrozenLake: could not generate a map with size=${size}, p=${p} in ${attempts} boards (max_generation_attempts): no path joined start and goal`,
+        "raise p (the chance a cell is frozen) or max_generation_attempts",
+      );
+    }
   }
 
   async systemPrompt(): Promise<Observation> {

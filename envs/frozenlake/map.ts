@@ -3,6 +3,7 @@
  * start (S) and goal (G), regenerated until a 4-neighbour path joins them. Also the BFS
  * solver. Maps are rows of the letters S, F, H, G, as in gymnasium's `desc`.
  */
+import { finishNow, type Work } from "../_common/cooperative.ts";
 import { Rng } from "../_common/rng.ts";
 
 export const FL_ACTIONS = ["left", "down", "right", "up"] as const;
@@ -16,13 +17,29 @@ export const FL_DELTAS: Record<FrozenLakeAction, readonly [number, number]> = {
   up: [-1, 0],
 };
 
+/** No valid map within `maxAttempts` boards. */
+export class MapGenerationError extends Error {
+  constructor(readonly attempts: number) {
+    super(`no map with a path from start to goal in ${attempts} boards`);
+    this.name = "MapGenerationError";
+  }
+}
+
 /**
  * VAGEN's `generate_random_map`: each cell frozen with probability `p`; start and goal
- * drawn uniformly; a draw where they coincide restarts with a fresh board.
+ * drawn uniformly; a draw where they coincide, or a board with no path between them,
+ * restarts with a fresh board. At most `maxAttempts` boards are drawn (VAGEN has no
+ * limit; with tiny `p` on a big board a path mostly needs start and goal to be
+ * neighbours, about one board in a thousand at 64x64).
  */
-export function generateRandomMap(size: number, p: number, seed: number): string[] {
+export function generateRandomMap(size: number, p: number, seed: number, maxAttempts = Infinity): string[] {
+  return finishNow(randomMapWork(size, p, seed, maxAttempts));
+}
+
+/** `generateRandomMap` as work that yields after each board. */
+export function* randomMapWork(size: number, p: number, seed: number, maxAttempts = Infinity): Work<string[]> {
   const rng = new Rng(seed);
-  for (;;) {
+  for (let attempt = 1; attempt <= maxAttempts; attempt++) {
     const board: string[][] = [];
     for (let r = 0; r < size; r++) {
       const row: string[] = [];
@@ -31,12 +48,15 @@ export function generateRandomMap(size: number, p: number, seed: number): string
     }
     const start = [rng.int(size), rng.int(size)] as const;
     const goal = [rng.int(size), rng.int(size)] as const;
-    if (start[0] === goal[0] && start[1] === goal[1]) continue;
-    board[start[0]]![start[1]] = "S";
-    board[goal[0]]![goal[1]] = "G";
-    const desc = board.map((row) => row.join(""));
-    if (isValidMap(desc)) return desc;
+    if (start[0] !== goal[0] || start[1] !== goal[1]) {
+      board[start[0]]![start[1]] = "S";
+      board[goal[0]]![goal[1]] = "G";
+      const desc = board.map((row) => row.join(""));
+      if (isValidMap(desc)) return desc;
+    }
+    yield;
   }
+  throw new MapGenerationError(maxAttempts);
 }
 
 /** True when a 4-neighbour path over non-hole cells joins S and G. */

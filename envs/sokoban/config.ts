@@ -49,6 +49,17 @@ export const sokobanConfigSchema = v.strictObject({
   ),
   reset_seed_max_tries: v.optional(positiveInt(), 10000),
   min_solution_bfs_max_depth: v.optional(positiveInt(), 200),
+  /**
+   * BFS states per candidate room before it counts as unsolved: the solver's memory
+   * grows with them (about 200 bytes each).
+   */
+  min_solution_bfs_max_states: v.optional(positiveInt(), 1_000_000),
+  /**
+   * Reverse-play and BFS states one reset may search over all its tries (a failed room
+   * of 64x64 costs about 1.2 million): a config that cannot be met fails with an error
+   * naming it instead of searching for good.
+   */
+  max_generation_states: v.optional(positiveInt(), 10_000_000),
   prompt_format: v.optional(v.picklist(SOKOBAN_PROMPT_FORMATS), "wm"),
   reward_preset: v.optional(v.picklist(["main", "paper"]), "main"),
   /** Overrides the preset's value when given. */

@@ -1,9 +1,15 @@
 /**
  * The Sokoban env (VAGEN main `sokoban_env.py`, spec 2.6): parse the turn, run up to
  * `max_actions_per_step` moves, stop at the first unknown word or on success, reward,
- * render.
+ * render. Once solved, further steps change nothing and pay nothing (`done` stays true).
+ *
+ * Levels are generated cooperatively (the event loop gets a turn every few milliseconds)
+ * and within `max_generation_states`, so a server stays responsive and a config that
+ * cannot be met ends in an error that names it.
  */
+import { VagenError } from "../../src/errors.ts";
 import { parseConfig } from "../_common/config.ts";
+import { finishCooperatively } from "../_common/cooperative.ts";
 import { stepInfo } from "../_common/step-info.ts";
 import { actionObservationText, initialObservationText } from "../_common/observation.ts";
 import { parseResponse, type ParsedResponse } from "../_common/parsers.ts";
@@ -11,7 +17,7 @@ import { gridObject, type GridState, type Position } from "../_common/state.ts";
 import type { Env, EnvInfo, Observation, ResetResult, StepResult } from "../_common/types.ts";
 import { resolveSokobanRewards, sokobanConfigSchema, type SokobanConfig, type SokobanConfigInput, type SokobanRewards } from "./config.ts";
 import { allBoxesOnTarget, applyMove } from "./dynamics.ts";
-import { generateLevel, type Level } from "./generate.ts";
+import { LevelGenerationError, levelWork, type Level } from "./generate.ts";
 import { sokobanSystemPrompt } from "./prompts.ts";
 import { SokobanImageRenderer, renderText } from "./render.ts";
 import { ACTIONS, CELL, playerIndex, type SokobanAction, type SokobanRoom } from "./room.ts";
@@ -25,6 +31,8 @@ export class SokobanEnv implements Env {
   private room: SokobanRoom | null = null;
   private player = -1;
   private level: Level | null = null;
+  /** True once the room has been solved; later steps are no-ops. */
+  private solved = false;
   /** Sum of rewards since the last reset. */
   totalReward = 0;
 
@@ -34,18 +42,11 @@ export class SokobanEnv implements Env {
   }
 
   async reset(seed: number): Promise<ResetResult> {
-    const [height, width] = this.config.dim_room;
-    this.level = generateLevel(seed, {
-      height,
-      width,
-      numBoxes: this.config.num_boxes,
-      solutionRange: this.config.min_solution_steps,
-      maxTries: this.config.reset_seed_max_tries,
-      bfsMaxDepth: this.config.min_solution_bfs_max_depth,
-    });
+    this.level = await this.generateLevel(seed);
     this.room = this.level.room;
     this.player = playerIndex(this.room);
     this.totalReward = 0;
+    this.solved = false;
     const info: EnvInfo = { state: this.groundTruth(), level_seed: this.level.seedUsed };
     if (this.level.solution) info.optimal_solution_length = this.level.solution.length;
     if (!this.level.accepted) info.level_filter_failed = true;
@@ -59,6 +60,7 @@ export class SokobanEnv implements Env {
       actionSep: this.config.action_sep,
       maxActions: this.config.max_actions_per_step,
     });
+    if (this.solved) return this.stepAfterSolved(parsed);
     const startPlayer = this.player;
     const validActions: SokobanAction[] = [];
     let actionIsValid = parsed.actions.length > 0 && parsed.format_correct;
@@ -85,6 +87,7 @@ export class SokobanEnv implements Env {
 
     if (this.earnsFormatReward(parsed, validActions, actionIsValid)) reward += this.rewards.formatReward;
     this.totalReward += reward;
+    this.solved = success;
 
     const turn = { actionIsValid, actionIsEffective: this.player !== startPlayer, success };
     const info = stepInfo(parsed, turn, this.groundTruth(), validActions);
@@ -103,6 +106,49 @@ export class SokobanEnv implements Env {
   /** The current room (read-only use), e.g. for solvers and renderers. */
   get currentRoom(): SokobanRoom | null {
     return this.room;
+  }
+
+  /**
+   * A step after the room was solved: nothing moves and nothing is paid (VAGEN pays the
+   * success reward again here, since every box still stands on a target); the episode
+   * stays done and successful.
+   */
+  private stepAfterSolved(parsed: ParsedResponse): StepResult {
+    const turn = { actionIsValid: false, actionIsEffective: false, success: true };
+    const info = { ...stepInfo(parsed, turn, this.groundTruth(), []), after_done: true };
+    return { obs: this.observe([]), reward: 0, done: true, info };
+  }
+
+  private async generateLevel(seed: number): Promise<Level> {
+    const c = this.config;
+    const [height, width] = c.dim_room;
+    try {
+      return await finishCooperatively(
+        levelWork(seed, {
+          height,
+          width,
+          numBoxes: c.num_boxes,
+          solutionRange: c.min_solution_steps,
+          maxTries: c.reset_seed_max_tries,
+          bfsMaxDepth: c.min_solution_bfs_max_depth,
+          bfsMaxStates: c.min_solution_bfs_max_states,
+          maxStates: c.max_generation_states,
+        }),
+      );
+    } catch (err) {
+      if (err instanceof LevelGenerationError) throw this.generationFailure(err);
+      throw err;
+    }
+  }
+
+  private generationFailure(err: LevelGenerationError): VagenError {
+    const c = this.config;
+    const limit = err.limit === "maxStates" ? `max_generation_states=${c.max_generation_states}` : `reset_seed_max_tries=${c.reset_seed_max_tries}`;
+    return new VagenError(
+      `Sokoban: could not generate a level with dim_room=[${c.dim_room.join(",")}], num_boxes=${c.num_boxes} ` +
+        `in ${err.tries} tries, ${err.statesSearched} states searched (${limit}); last failure: ${err.lastFailure}`,
+      "use fewer boxes or a bigger room, or raise the limit",
+    );
   }
 
   private earnsFormatReward(parsed: ParsedResponse, validActions: readonly string[], actionIsValid: boolean): boolean {

@@ -6,9 +6,10 @@
  * new direction, a mask; then the player cell and each target), but come from our own
  * seeded generator, so levels match VAGEN's distribution, not its exact maps.
  */
+import { finishNow, type Work } from "../_common/cooperative.ts";
 import { Rng, nextRetrySeed } from "../_common/rng.ts";
 import { CELL, type SokobanRoom } from "./room.ts";
-import { shortestSolution } from "./solver.ts";
+import { solutionWork } from "./solver.ts";
 
 /** The five 3x3 floor masks stamped along the random walk. */
 const MASKS: readonly (readonly number[])[] = [
@@ -92,15 +93,6 @@ export function placePlayerAndTargets(rng: Rng, room: Uint8Array, numBoxes: numb
   }
 }
 
-interface ReverseSearch {
-  width: number;
-  fixed: Uint8Array;
-  numBoxes: number;
-  explored: Set<string>;
-  bestState: Uint8Array;
-  bestScore: number;
-}
-
 const PULL_DELTAS: readonly (readonly [number, number])[] = [
   [-1, 0],
   [1, 0],
@@ -108,73 +100,128 @@ const PULL_DELTAS: readonly (readonly [number, number])[] = [
   [0, 1],
 ];
 
-/**
- * Depth-first reverse play from the solved room: the player walks (actions 4-7) or walks
- * and pulls the box behind it (actions 0-3). The best state maximises
- * `box_swaps * sum(Manhattan(box, its target))` with every target uncovered.
- */
-function reversePlay(state: Uint8Array, fixed: Uint8Array, width: number, numBoxes: number): { state: Uint8Array; score: number } {
-  const boxOrigins: number[] = [];
-  for (let i = 0; i < fixed.length; i++) if (fixed[i] === CELL.target) boxOrigins.push(i);
-  const search: ReverseSearch = { width, fixed, numBoxes: boxOrigins.length, explored: new Set(), bestState: state, bestScore: -1 };
-  void numBoxes;
-  depthFirst(search, state, boxOrigins.slice(), boxOrigins, 0, -1, REVERSE_PLAY_TTL);
-  return { state: search.bestState, score: search.bestScore };
+/** Reverse-play states searched between two yields. */
+const STATES_PER_YIELD = 512;
+
+/** What one reverse move changed, so that backtracking can put it back. */
+interface ReverseMove {
+  from: number;
+  to: number;
+  toCell: number;
+  /** The pulled box's cell before the pull, or -1 when nothing was pulled. */
+  pulledFrom: number;
+  pulledFromCell: number;
+  /** Index (by origin target) of the pulled box. */
+  pulledBox: number;
+  /** `last_pull` after the move (gym-sokoban's return value). */
+  lastPull: number;
 }
 
-function depthFirst(
-  search: ReverseSearch,
-  state: Uint8Array,
-  boxAt: number[],
-  origins: readonly number[],
-  boxSwaps: number,
-  lastPull: number,
-  ttl: number,
-): void {
-  ttl -= 1;
-  if (ttl <= 0 || search.explored.size >= REVERSE_PLAY_MAX_STATES) return;
-  const key = stateKey(state);
-  if (search.explored.has(key)) return;
-  search.explored.add(key);
+/** One node of the depth-first search: the state is the shared grid at this depth. */
+interface Frame {
+  player: number;
+  boxes: BoxSummary;
+  boxSwaps: number;
+  lastPull: number;
+  ttl: number;
+  nextAction: number;
+  /** The move that led here from the parent (null at the root). */
+  arrivedBy: ReverseMove | null;
+}
 
-  let score = boxSwaps * displacement(boxAt, origins, search.width);
-  let emptyTargets = 0;
-  for (let i = 0; i < state.length; i++) if (state[i] === CELL.target) emptyTargets++;
-  if (emptyTargets !== search.numBoxes) score = 0;
-  if (score > search.bestScore) {
-    search.bestState = state;
-    search.bestScore = score;
-  }
+/**
+ * What a state's score and key need from its boxes. Only pulls move boxes, so a plain
+ * walk reuses its parent's summary and a state costs O(1) beyond hashing its key.
+ */
+interface BoxSummary {
+  /** The box cells with their values (3 once pulled, 4 before), sorted: a canonical key part. */
+  key: string;
+  /** Sum over boxes of the Manhattan distance to the target it started on. */
+  displacement: number;
+  /** Boxes standing on a target cell. */
+  onTargets: number;
+}
 
-  const player = state.indexOf(CELL.player);
-  for (let action = 0; action < 8; action++) {
-    const next = state.slice();
-    const nextBoxAt = boxAt.slice();
-    const lastPullNext = reverseMove(next, search.fixed, search.width, nextBoxAt, lastPull, player, action);
-    const swaps = lastPullNext !== lastPull ? boxSwaps + 1 : boxSwaps;
+/**
+ * Depth-first reverse play from the solved room (gym-sokoban's `reverse_playing` /
+ * `depth_first_search`): the player walks (actions 4-7) or walks and pulls the box behind
+ * it (actions 0-3). The best state maximises `box_swaps * sum(Manhattan(box, its
+ * target))` with every target uncovered.
+ *
+ * gym-sokoban recurses over whole-grid copies; this visits the same states in the same
+ * order on one grid that is changed and put back (an explicit stack instead of
+ * recursion), so it can yield between states and a state costs about O(1) instead of
+ * O(cells). Moves that change nothing are skipped: gym-sokoban's child for them is the
+ * parent's own, already explored, state and returns at once.
+ */
+function* reversePlay(solved: Uint8Array, fixed: Uint8Array, width: number): Work<{ state: Uint8Array; score: number; searched: number }> {
+  const targets: number[] = [];
+  for (let i = 0; i < fixed.length; i++) if (fixed[i] === CELL.target) targets.push(i);
+  const state = solved.slice();
+  const boxAt = targets.slice();
+  const explored = new Set<string>();
+  let bestState = solved;
+  let bestScore = -1;
+  const stack: Frame[] = [];
+
+  /** gym-sokoban's entry checks for a child; pushes it and returns true when it is searched. */
+  const enter = (player: number, boxes: BoxSummary, boxSwaps: number, lastPull: number, ttl: number, arrivedBy: ReverseMove | null): boolean => {
+    ttl -= 1;
+    if (ttl <= 0 || explored.size >= REVERSE_PLAY_MAX_STATES) return false;
+    // The player's cell, then one code per box: a fixed layout, so keys are unambiguous.
+    const key = String.fromCharCode(player) + boxes.key;
+    if (explored.has(key)) return false;
+    explored.add(key);
+    const everyTargetUncovered = boxes.onTargets === 0 && fixed[player] !== CELL.target;
+    const score = everyTargetUncovered ? boxSwaps * boxes.displacement : 0;
+    if (score > bestScore) {
+      bestState = state.slice();
+      bestScore = score;
+    }
+    stack.push({ player, boxes, boxSwaps, lastPull, ttl, nextAction: 0, arrivedBy });
+    return true;
+  };
+
+  enter(solved.indexOf(CELL.player), summarizeBoxes(state, fixed, boxAt, targets, width), 0, -1, REVERSE_PLAY_TTL, null);
+  let visited = 0;
+  while (stack.length > 0) {
+    const frame = stack[stack.length - 1]!;
+    if (frame.nextAction === 8) {
+      stack.pop();
+      if (frame.arrivedBy) undoReverseMove(state, boxAt, frame.arrivedBy);
+      continue;
+    }
+    const move = applyReverseMove(state, fixed, width, boxAt, frame.lastPull, frame.player, frame.nextAction++);
+    if (!move) continue;
+    const boxes = move.pulledFrom >= 0 ? summarizeBoxes(state, fixed, boxAt, targets, width) : frame.boxes;
+    const swaps = move.lastPull !== frame.lastPull ? frame.boxSwaps + 1 : frame.boxSwaps;
     // gym-sokoban passes the parent's `last_pull` down, not the updated one; kept as is
     // because it shapes which rooms score highest.
-    depthFirst(search, next, nextBoxAt, origins, swaps, lastPull, ttl);
+    if (!enter(move.to, boxes, swaps, frame.lastPull, frame.ttl, move)) undoReverseMove(state, boxAt, move);
+    if (++visited % STATES_PER_YIELD === 0) yield;
   }
+  return { state: bestState, score: bestScore, searched: explored.size };
+}
+
+function summarizeBoxes(state: Uint8Array, fixed: Uint8Array, boxAt: readonly number[], origins: readonly number[], width: number): BoxSummary {
+  const codes = boxAt.map((cell) => cell * 2 + (state[cell] === CELL.boxOnTarget ? 1 : 0));
+  codes.sort((a, b) => a - b);
+  let displacement = 0;
+  let onTargets = 0;
+  for (let k = 0; k < boxAt.length; k++) {
+    const a = boxAt[k]!;
+    const b = origins[k]!;
+    displacement += Math.abs(Math.floor(a / width) - Math.floor(b / width)) + Math.abs((a % width) - (b % width));
+    if (fixed[a] === CELL.target) onTargets++;
+  }
+  return { key: String.fromCharCode(...codes), displacement, onTargets };
 }
 
 /**
- * A short exact key for a reverse-play state. The walls, floor and targets never change
- * during the search, so the state is the player cell plus each box cell with its value
- * (3 once pulled, 4 before), which is what gym-sokoban's whole-grid key distinguishes.
+ * gym-sokoban's `reverse_move` on the shared grid: returns what changed, or null when the
+ * player cannot move (nothing changes then).
  */
-function stateKey(state: Uint8Array): string {
-  let key = "";
-  for (let i = 0; i < state.length; i++) {
-    const cell = state[i]!;
-    if (cell === CELL.player) key += String.fromCharCode(0xffff - i);
-    else if (cell === CELL.boxOnTarget || cell === CELL.box) key += String.fromCharCode(i * 2 + (cell === CELL.boxOnTarget ? 1 : 0));
-  }
-  return key;
-}
-
-/** Returns the new `last_pull` (the index of the pulled box's origin target). */
-function reverseMove(
+function applyReverseMove(
   state: Uint8Array,
   fixed: Uint8Array,
   width: number,
@@ -182,42 +229,54 @@ function reverseMove(
   lastPull: number,
   player: number,
   action: number,
-): number {
+): ReverseMove | null {
   const [dr, dc] = PULL_DELTAS[action % 4]!;
-  const next = player + dr * width + dc;
-  const nextCell = state[next];
-  if (nextCell !== CELL.floor && nextCell !== CELL.target) return lastPull;
+  const to = player + dr * width + dc;
+  const toCell = state[to]!;
+  if (toCell !== CELL.floor && toCell !== CELL.target) return null;
+  const move: ReverseMove = { from: player, to, toCell, pulledFrom: -1, pulledFromCell: 0, pulledBox: -1, lastPull };
   state[player] = fixed[player]!;
-  state[next] = CELL.player;
+  state[to] = CELL.player;
   if (action < 4) {
     const behind = player - dr * width - dc;
-    const behindCell = state[behind];
+    const behindCell = state[behind]!;
     if (behindCell === CELL.box || behindCell === CELL.boxOnTarget) {
       state[player] = CELL.boxOnTarget; // a pulled box; every box becomes "off target" at the end
       state[behind] = fixed[behind]!;
-      for (let k = 0; k < boxAt.length; k++) {
-        if (boxAt[k] === behind) {
-          boxAt[k] = player;
-          lastPull = k;
-        }
+      move.pulledFrom = behind;
+      move.pulledFromCell = behindCell;
+      const k = boxAt.indexOf(behind);
+      if (k >= 0) {
+        boxAt[k] = player;
+        move.pulledBox = k;
+        move.lastPull = k;
       }
     }
   }
-  return lastPull;
+  return move;
 }
 
-function displacement(boxAt: readonly number[], origins: readonly number[], width: number): number {
-  let total = 0;
-  for (let k = 0; k < boxAt.length; k++) {
-    const a = boxAt[k]!;
-    const b = origins[k]!;
-    total += Math.abs(Math.floor(a / width) - Math.floor(b / width)) + Math.abs((a % width) - (b % width));
+function undoReverseMove(state: Uint8Array, boxAt: number[], move: ReverseMove): void {
+  if (move.pulledFrom >= 0) {
+    state[move.pulledFrom] = move.pulledFromCell;
+    if (move.pulledBox >= 0) boxAt[move.pulledBox] = move.pulledFrom;
   }
-  return total;
+  state[move.to] = move.toCell;
+  state[move.from] = CELL.player;
+}
+
+/** Counts the states every search of one level has visited, against a budget. */
+export interface SearchTally {
+  states: number;
 }
 
 /** One room from `rng`: up to 4 topologies, each searched by reverse play. */
 export function generateRoom(rng: Rng, options: RoomOptions): SokobanRoom {
+  return finishNow(roomWork(rng, options));
+}
+
+/** `generateRoom` as work that yields while reverse play searches; adds its states to `tally`. */
+export function* roomWork(rng: Rng, options: RoomOptions, tally: SearchTally = { states: 0 }): Work<SokobanRoom> {
   const { height, width, numBoxes } = options;
   const numSteps = options.numSteps ?? defaultWalkSteps(height, width);
   let fixed = new Uint8Array(height * width);
@@ -229,20 +288,31 @@ export function generateRoom(rng: Rng, options: RoomOptions): SokobanRoom {
     fixed = room.map((cell) => (cell === CELL.player ? CELL.floor : cell));
     // Solved start: every box stands on its target.
     const solved = room.map((cell) => (cell === CELL.target ? CELL.box : cell));
-    const result = reversePlay(solved, fixed, width, numBoxes);
+    const result = yield* reversePlay(solved, fixed, width);
+    tally.states += result.searched;
     state = result.state.map((cell) => (cell === CELL.boxOnTarget ? CELL.box : cell));
     score = result.score;
     if (score > 0) break;
   }
-  if (score <= 0) throw new RoomGenerationError("Generated Model with score == 0");
+  if (score <= 0) throw new RoomGenerationError("reverse play found no state with every box off its target");
   return { height, width, fixed, state, numBoxes };
 }
 
 export interface LevelOptions extends RoomOptions {
   /** Accept only rooms whose BFS-optimal solution length is in [min, max]; null accepts any. */
   solutionRange: readonly [number, number] | null;
+  /** Seeds tried in all (VAGEN's `reset_seed_max_tries`). */
   maxTries: number;
   bfsMaxDepth: number;
+  /** BFS states per candidate before it counts as unsolved (default: no limit). */
+  bfsMaxStates?: number;
+  /**
+   * Reverse-play and BFS states searched over all tries (default: no limit), checked
+   * after each try. When it runs out with no room built at all, generation throws a
+   * `LevelGenerationError`; otherwise the last room that missed the solution range is
+   * used, as when `maxTries` runs out.
+   */
+  maxStates?: number;
 }
 
 export interface Level {
@@ -251,9 +321,24 @@ export interface Level {
   seedUsed: number;
   /** BFS-optimal solution, when it was computed (only with a solution range). */
   solution: string[] | null;
-  /** False when no room passed the filter within `maxTries` and the last one is used. */
+  /** False when no room passed the filter within the limits and the last one is used. */
   accepted: boolean;
   tries: number;
+}
+
+/** No room could be built within the limit that ran out: the options cannot be met. */
+export class LevelGenerationError extends RoomGenerationError {
+  constructor(
+    /** Which limit ran out. */
+    readonly limit: "maxTries" | "maxStates",
+    readonly tries: number,
+    readonly statesSearched: number,
+    /** Why the last try failed. */
+    readonly lastFailure: string,
+  ) {
+    super(`no room could be generated in ${tries} tries, ${statesSearched} states searched (${limit}); last failure: ${lastFailure}`);
+    this.name = "LevelGenerationError";
+  }
 }
 
 /**
@@ -262,26 +347,37 @@ export interface Level {
  * decimal string and try again.
  */
 export function generateLevel(seed: number, options: LevelOptions): Level {
+  return finishNow(levelWork(seed, options));
+}
+
+/** `generateLevel` as work that yields while rooms are searched and solved. */
+export function* levelWork(seed: number, options: LevelOptions): Work<Level> {
+  const maxStates = options.maxStates ?? Infinity;
+  const tally: SearchTally = { states: 0 };
   let current = seed;
   let last: { room: SokobanRoom; seed: number; solution: string[] | null } | null = null;
+  let lastFailure = "";
+  const fallBack = (tries: number, limit: LevelGenerationError["limit"]): Level => {
+    if (!last) throw new LevelGenerationError(limit, tries, tally.states, lastFailure);
+    return { room: last.room, seedUsed: last.seed, solution: last.solution, accepted: false, tries };
+  };
   for (let attempt = 1; attempt <= options.maxTries; attempt++) {
     try {
-      const room = generateRoom(new Rng(current), options);
+      const room = yield* roomWork(new Rng(current), options, tally);
       if (options.solutionRange === null) return { room, seedUsed: current, solution: null, accepted: true, tries: attempt };
-      const solution = shortestSolution(room, options.bfsMaxDepth);
+      const solution = yield* solutionWork(room, options.bfsMaxDepth, options.bfsMaxStates, tally);
       const length = solution?.length ?? 0;
       last = { room, seed: current, solution };
       const [min, max] = options.solutionRange;
       if (length >= min && length <= max) return { room, seedUsed: current, solution, accepted: true, tries: attempt };
+      lastFailure = `the shortest solution has ${solution ? length : "no"} steps, outside [${min}, ${max}]`;
     } catch (err) {
       if (!(err instanceof RoomGenerationError)) throw err;
+      lastFailure = err.message;
     }
+    if (tally.states >= maxStates) return fallBack(attempt, "maxStates");
     current = nextRetrySeed(current);
+    yield;
   }
-  if (!last) {
-    throw new RoomGenerationError(
-      `no Sokoban room of ${options.height}x${options.width} with ${options.numBoxes} box(es) could be generated in ${options.maxTries} tries`,
-    );
-  }
-  return { room: last.room, seedUsed: last.seed, solution: last.solution, accepted: false, tries: options.maxTries };
+  return fallBack(options.maxTries, "maxTries");
 }

@@ -3,13 +3,34 @@
  * box cells) instead of whole grids. Actions are tried in the order up, down, left, right,
  * so the returned path is the same one VAGEN's grid BFS finds.
  */
+import { finishNow, type Work } from "../_common/cooperative.ts";
 import { ACTIONS, CELL, DELTAS, type SokobanAction, type SokobanRoom } from "./room.ts";
+
+/** States expanded between two yields. */
+const STATES_PER_YIELD = 256;
 
 /**
  * The shortest action sequence that puts every box on a target, or `null` when none
- * exists within `maxDepth` moves. An already solved room gives `[]`.
+ * exists within `maxDepth` moves, or none was found among the first `maxStates` states
+ * (the search's memory grows with them). An already solved room gives `[]`.
  */
-export function shortestSolution(room: SokobanRoom, maxDepth = 200): SokobanAction[] | null {
+export function shortestSolution(room: SokobanRoom, maxDepth = 200, maxStates = Infinity): SokobanAction[] | null {
+  return finishNow(solutionWork(room, maxDepth, maxStates));
+}
+
+/** `shortestSolution` as work that yields between expanded states; adds the states it saw to `tally`. */
+export function* solutionWork(
+  room: SokobanRoom,
+  maxDepth = 200,
+  maxStates = Infinity,
+  tally: { states: number } = { states: 0 },
+): Work<SokobanAction[] | null> {
+  const found = yield* breadthFirst(room, maxDepth, maxStates);
+  tally.states += found.searched;
+  return found.path;
+}
+
+function* breadthFirst(room: SokobanRoom, maxDepth: number, maxStates: number): Work<{ path: SokobanAction[] | null; searched: number }> {
   const { width, height, fixed, state } = room;
   let player = -1;
   const boxes: number[] = [];
@@ -17,9 +38,9 @@ export function shortestSolution(room: SokobanRoom, maxDepth = 200): SokobanActi
     if (state[i] === CELL.player) player = i;
     else if (state[i] === CELL.box || state[i] === CELL.boxOnTarget) boxes.push(i);
   }
-  if (player < 0) return null;
+  if (player < 0) return { path: null, searched: 0 };
   const solved = (bs: readonly number[]) => bs.every((b) => fixed[b] === CELL.target);
-  if (solved(boxes)) return [];
+  if (solved(boxes)) return { path: [], searched: 1 };
 
   interface Node {
     player: number;
@@ -32,10 +53,13 @@ export function shortestSolution(room: SokobanRoom, maxDepth = 200): SokobanActi
   const seen = new Set<string>([keyOf(player, boxes)]);
   let frontier: Node[] = [{ player, boxes, parent: null, action: null, depth: 0 }];
 
+  let expanded = 0;
   while (frontier.length > 0) {
     const next: Node[] = [];
     for (const node of frontier) {
-      if (node.depth >= maxDepth) return null; // children would exceed the depth cap
+      // Children would exceed the depth cap, or the search has grown past its state cap.
+      if (node.depth >= maxDepth || seen.size > maxStates) return { path: null, searched: seen.size };
+      if (++expanded % STATES_PER_YIELD === 0) yield;
       const pr = Math.floor(node.player / width);
       const pc = node.player % width;
       for (const action of ACTIONS) {
@@ -61,13 +85,13 @@ export function shortestSolution(room: SokobanRoom, maxDepth = 200): SokobanActi
         if (seen.has(key)) continue;
         seen.add(key);
         const child: Node = { player: np, boxes: nextBoxes, parent: node, action, depth: node.depth + 1 };
-        if (solved(nextBoxes)) return pathTo(child);
+        if (solved(nextBoxes)) return { path: pathTo(child), searched: seen.size };
         next.push(child);
       }
     }
     frontier = next;
   }
-  return null;
+  return { path: null, searched: seen.size };
 
   function pathTo(node: Node): SokobanAction[] {
     const path: SokobanAction[] = [];
