@@ -17,6 +17,7 @@
 import { readFileSync } from "node:fs";
 import * as v from "valibot";
 import { VagenError } from "../../src/errors.ts";
+import { DEFAULT_MAX_PNG_PIXELS } from "../_common/image.ts";
 import type { Env, Observation, ResetResult, StepResult } from "../_common/types.ts";
 import { decodeMultipart, encodeMultipart, requestContentType, type MultipartMessage } from "./multipart.ts";
 
@@ -33,6 +34,10 @@ export const remoteEnvConfigSchema = v.looseObject({
   backoff_jitter_min: v.optional(v.pipe(v.number(), v.minValue(0)), 0.7),
   backoff_jitter_range: v.optional(v.pipe(v.number(), v.minValue(0)), 0.6),
   token: v.optional(v.nullable(v.string())),
+  /** Name of an environment variable holding the token, so configs need not contain it. */
+  token_env: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an environment variable name"))),
+  /** Pixel limit per observation image, checked from its header before decoding. */
+  max_image_pixels: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1)), DEFAULT_MAX_PNG_PIXELS),
   log_retries: v.optional(v.boolean(), true),
   failover_after_failures: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0)), 4),
 });
@@ -49,6 +54,8 @@ const CLIENT_KEYS = new Set([
   "backoff_jitter_min",
   "backoff_jitter_range",
   "token",
+  "token_env",
+  "max_image_pixels",
   "log_retries",
   "failover_after_failures",
 ]);
@@ -85,9 +92,46 @@ function stripSlash(url: string): string {
   return url.replace(/\/+$/, "");
 }
 
+/**
+ * A URL fit for messages: user and password replaced by `***`, and so is the value of any
+ * query parameter named like a secret (`token`, `key`, `password`, ...).
+ */
+export function redactUrl(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return url.replace(/\/\/[^/@\s]*@/, "//***@");
+  }
+  if (parsed.username || parsed.password) {
+    parsed.username = "***";
+    parsed.password = "";
+  }
+  for (const name of [...parsed.searchParams.keys()]) {
+    if (/token|key|secret|pass|auth|credential/i.test(name)) parsed.searchParams.set(name, "***");
+  }
+  return parsed.toString().replace(/\/$/, "");
+}
+
+/** The token from `token`, or from the environment variable `token_env` names. */
+function resolveToken(config: RemoteEnvConfig): string | undefined {
+  if (config.token_env) {
+    const value = process.env[config.token_env];
+    if (!value) {
+      throw new VagenError(
+        `RemoteEnv: token_env names the environment variable ${config.token_env}, which is not set`,
+        `export ${config.token_env}=<the server's token>, or remove token_env`,
+      );
+    }
+    return value;
+  }
+  return config.token ?? undefined;
+}
+
 export class RemoteEnv implements Env {
   readonly baseUrls: string[];
   private readonly remoteConfig: Record<string, unknown>;
+  private readonly token: string | undefined;
   private sessionId: string | null = null;
   private currentUrl = 0;
 
@@ -107,6 +151,7 @@ export class RemoteEnv implements Env {
       );
     }
     this.baseUrls = urls;
+    this.token = resolveToken(config);
     this.remoteConfig = Object.fromEntries(Object.entries(config).filter(([key]) => !CLIENT_KEYS.has(key)));
   }
 
@@ -167,7 +212,7 @@ export class RemoteEnv implements Env {
   private async connect(seed: number): Promise<ResetResult> {
     const { data, images, urlIndex } = await this.post("/connect", { env_config: this.remoteConfig, seed }, { capDelay: true });
     const id = data.session_id;
-    if (typeof id !== "string" || !id) throw new RemoteEnvError(`${this.baseUrls[urlIndex]}/connect: server did not return a session_id`);
+    if (typeof id !== "string" || !id) throw new RemoteEnvError(`${redactUrl(this.baseUrls[urlIndex]!)}/connect: server did not return a session_id`);
     this.sessionId = id;
     this.currentUrl = urlIndex;
     if (!("obs" in data)) {
@@ -189,22 +234,23 @@ export class RemoteEnv implements Env {
   ): Promise<MultipartMessage & { urlIndex: number }> {
     const { boundary, body } = encodeMultipart(data);
     const headers: Record<string, string> = { "content-type": requestContentType(boundary) };
-    if (this.config.token) headers["x-api-key"] = this.config.token;
+    if (this.token) headers["x-api-key"] = this.token;
     const attempts = options.attempts ?? this.config.retries + 1;
     let lastError: RemoteEnvError | null = null;
 
     for (let attempt = 0; attempt < attempts; attempt++) {
       const urlIndex = this.pickUrlIndex(attempt);
       const url = `${this.baseUrls[urlIndex]}${path}`;
+      const shownUrl = redactUrl(url);
       try {
         const res = await fetch(url, { method: "POST", body: body as Uint8Array<ArrayBuffer>, headers, signal: AbortSignal.timeout(this.config.timeout * 1000) });
         const bytes = new Uint8Array(await res.arrayBuffer());
-        if (!res.ok) throw new RemoteEnvError(`${url}: HTTP ${res.status}: ${errorDetail(bytes)}`, res.status);
-        const message = decodeMultipart(res.headers.get("content-type") ?? "", bytes);
+        if (!res.ok) throw new RemoteEnvError(`${shownUrl}: HTTP ${res.status}: ${this.redact(errorDetail(bytes))}`, res.status);
+        const message = decodeMultipart(res.headers.get("content-type") ?? "", bytes, { maxPixels: this.config.max_image_pixels });
         if (path === "/call" && urlIndex !== this.currentUrl) this.currentUrl = urlIndex;
         return { ...message, urlIndex };
       } catch (err) {
-        lastError = err instanceof RemoteEnvError ? err : new RemoteEnvError(`${url}: ${(err as Error).message}`);
+        lastError = err instanceof RemoteEnvError ? err : new RemoteEnvError(`${shownUrl}: ${this.redact((err as Error).message)}`);
         if (!lastError.retryable) {
           if (lastError.status === 404 && path === "/call") {
             throw new RemoteEnvError(`${lastError.message} (the server may have restarted or the session timed out; reset() starts a new session)`, 404);
@@ -219,12 +265,20 @@ export class RemoteEnv implements Env {
       if (this.config.log_retries) {
         const next = this.baseUrls[this.pickUrlIndex(attempt + 1)];
         process.stderr.write(
-          `[RemoteEnv] ${path} retry ${attempt + 1}/${attempts - 1} (current=${this.baseUrls[urlIndex]}, next=${next}, delay=${delay.toFixed(2)}s): ${lastError.message}\n`,
+          `[RemoteEnv] ${path} retry ${attempt + 1}/${attempts - 1} (current=${shownUrl}, next=${redactUrl(next ?? "")}, delay=${delay.toFixed(2)}s): ${lastError.message}\n`,
         );
       }
       await Bun.sleep(delay * 1000);
     }
     throw new RemoteEnvError(`remote ${path} failed after ${attempts} attempt(s): ${lastError?.message}`, lastError?.status);
+  }
+
+  /** `text` with the token and any URL credentials blanked out (fetch errors may quote the URL). */
+  private redact(text: string): string {
+    let out = text;
+    for (const url of this.baseUrls) out = out.replaceAll(url, redactUrl(url));
+    if (this.token) out = out.replaceAll(this.token, "***");
+    return out;
   }
 
   /** Attempts 0..F use the current URL; attempt a > F uses URL (a - F) mod n. */

@@ -66,14 +66,25 @@ export function boundaryOf(contentType: string): string {
   throw new MultipartError(`Missing boundary in Content-Type: ${contentType}`);
 }
 
+export interface DecodeMultipartOptions {
+  /**
+   * Decode image parts (default true). A reader that never uses them (the env server:
+   * no built-in method takes images) passes false and only counts them.
+   */
+  decodeImages?: boolean;
+  /** Pixel limit per image, checked from its header before decoding (`decodePng`). */
+  maxPixels?: number;
+}
+
 /**
  * Decodes a body produced by either side of the protocol. Like VAGEN's decoder, a JSON
  * part that is not an object is wrapped as `{_data: x}` and unparsable JSON becomes
- * `{_data_raw: text}`; image parts are decoded in order.
+ * `{_data_raw: text}`; image parts are decoded in order (unless `decodeImages` is false).
  */
-export function decodeMultipart(contentType: string, body: Uint8Array): MultipartMessage {
+export function decodeMultipart(contentType: string, body: Uint8Array, options: DecodeMultipartOptions = {}): MultipartMessage & { skippedImages: number } {
   const marker = encoder.encode(`--${boundaryOf(contentType)}`);
-  const message: MultipartMessage = { data: {}, images: [] };
+  const decodeImages = options.decodeImages ?? true;
+  const message: MultipartMessage & { skippedImages: number } = { data: {}, images: [], skippedImages: 0 };
   for (const chunk of splitOn(body, marker)) {
     const part = trimPart(chunk);
     if (part.length === 0 || (part[0] === 45 && part[1] === 45)) continue; // the closing "--"
@@ -96,7 +107,8 @@ export function decodeMultipart(contentType: string, body: Uint8Array): Multipar
         message.data = { _data_raw: raw };
       }
     } else if (type.startsWith("image/")) {
-      message.images.push(decodePng(payload));
+      if (decodeImages) message.images.push(decodePng(payload, { maxPixels: options.maxPixels }));
+      else message.skippedImages++;
     }
   }
   return message;

@@ -3,18 +3,34 @@
  * one stateful env per session, held in this process.
  *
  *   GET  /health    {"ok": true, "service": "gym-env-service", "max_inflight": N | "unlimited"}
- *   GET  /sessions  session statistics (auth applies)
+ *   GET  /sessions  session statistics (auth applies; session ids only with a token)
  *   POST /connect   multipart {env_config, seed?} -> {session_id[, obs, info] + images}
  *   POST /call      multipart {session_id, method, params} -> method result + images
  *
- * Errors are JSON `{"detail": ...}`: 401 bad token, 400 missing fields or invalid env
- * config, 404 unknown session, 503 busy or max sessions, 500 anything else.
+ * Errors are JSON `{"detail": ...}`: 401 bad token, 400 missing fields, invalid env config
+ * or a config whose level cannot be generated, 403 a browser's cross-origin request, 404
+ * unknown session, 413 body too large, 415 not the protocol's multipart type, 503 busy
+ * or max sessions, 500 anything else.
+ *
+ * Closed by default, unlike VAGEN's: a server without a token listens only on a loopback
+ * address unless `insecure` is set; sessions are limited in number and closed after an
+ * idle timeout, looked for at a tenth of that timeout; image parts of requests (which no
+ * method uses) are never decoded; bodies are size-limited.
  */
 import { VagenError } from "../../src/errors.ts";
 import type { Env, Observation } from "../_common/types.ts";
 import { decodeMultipart, encodeMultipart, MultipartError, responseContentType } from "./multipart.ts";
 
 export type EnvFactory = (envConfig: Record<string, unknown>) => Promise<Env>;
+
+/** Defaults of the limits, shared with `vagen env serve`'s flags. */
+export const ENV_SERVER_DEFAULTS = {
+  maxSessions: 256,
+  sessionTimeout: 600,
+  maxInflight: 64,
+  admitTimeout: 5,
+  maxBodyBytes: 8 * 1024 * 1024,
+} as const;
 
 export interface EnvServerOptions {
   createEnv: EnvFactory;
@@ -24,16 +40,20 @@ export interface EnvServerOptions {
   port?: number;
   /** Required as `?token=` or the `x-api-key` header when set. */
   token?: string;
-  /** 0 = unlimited. */
+  /** Allow listening on a non-loopback address without a token. */
+  insecure?: boolean;
+  /** 0 = unlimited (default 256). */
   maxSessions?: number;
-  /** Seconds a session may sit idle before it is closed (VAGEN: 3600). */
+  /** Seconds a session may sit idle before it is closed (default 600; VAGEN: 3600). */
   sessionTimeout?: number;
-  /** How often idle sessions are looked for, in seconds (VAGEN: 60). */
+  /** How often idle sessions are looked for, in seconds (default: a tenth of the timeout, at most 60). */
   cleanupInterval?: number;
-  /** Concurrent requests admitted; 0 = unlimited. */
+  /** Concurrent requests admitted; 0 = unlimited (default 64). */
   maxInflight?: number;
   /** Seconds to wait for an admission slot before answering 503. */
   admitTimeout?: number;
+  /** Largest request body accepted, in bytes (default 8 MiB). */
+  maxBodyBytes?: number;
   /** Called with one line per notable event (session created, closed, timed out). */
   log?: (line: string) => void;
 }
@@ -43,6 +63,8 @@ interface Session {
   env: Env;
   createdAt: number;
   lastAccess: number;
+  /** Requests running on this session; a busy session is never timed out. */
+  busy: number;
 }
 
 class HttpError extends Error {
@@ -94,21 +116,26 @@ class Admission {
 
 export class EnvServer {
   private readonly sessions = new Map<string, Session>();
+  /** Connects past the session-limit check whose env is still being built. */
+  private connecting = 0;
   private readonly admission: Admission | null;
   private server: ReturnType<typeof Bun.serve> | null = null;
   private cleanupTimer: ReturnType<typeof setInterval> | null = null;
-  private readonly options: Required<Omit<EnvServerOptions, "token" | "log">> & Pick<EnvServerOptions, "token" | "log">;
+  private readonly options: Required<Omit<EnvServerOptions, "token" | "log" | "cleanupInterval">> &
+    Pick<EnvServerOptions, "token" | "log"> & { cleanupInterval: number };
 
   constructor(options: EnvServerOptions) {
+    const sessionTimeout = options.sessionTimeout ?? ENV_SERVER_DEFAULTS.sessionTimeout;
     this.options = {
       hostname: "127.0.0.1",
       port: 0,
-      maxSessions: 0,
-      sessionTimeout: 3600,
-      cleanupInterval: 60,
-      maxInflight: 0,
-      admitTimeout: 5,
-      ...options,
+      insecure: false,
+      ...ENV_SERVER_DEFAULTS,
+      ...withoutUndefined(options),
+      createEnv: options.createEnv,
+      sessionTimeout,
+      // Sweeping at a tenth of the timeout closes a session at most 10% late.
+      cleanupInterval: options.cleanupInterval ?? Math.min(60, Math.max(0.05, sessionTimeout / 10)),
     };
     this.admission = this.options.maxInflight > 0 ? new Admission(this.options.maxInflight) : null;
   }
@@ -116,9 +143,18 @@ export class EnvServer {
   /** Starts listening; returns the base URL (`http://host:port`). */
   start(): string {
     if (this.server) return this.url;
+    const { hostname, token, insecure } = this.options;
+    if (!token && !insecure && !isLoopback(hostname)) {
+      throw new VagenError(
+        `refusing to serve on ${hostname} without a token: anyone who can reach it could open sessions`,
+        "set a token (--token, or the VAGEN_ENV_TOKEN environment variable), listen on 127.0.0.1, or pass --insecure",
+      );
+    }
     this.server = Bun.serve({
-      hostname: this.options.hostname,
+      hostname,
       port: this.options.port,
+      // Bun's own limit answers with an empty 413; handle() checks first and says why.
+      maxRequestBodySize: this.options.maxBodyBytes + 64 * 1024,
       fetch: (request) => this.handle(request),
     });
     this.cleanupTimer = setInterval(() => void this.closeIdleSessions(), this.options.cleanupInterval * 1000);
@@ -132,11 +168,18 @@ export class EnvServer {
   }
 
   get url(): string {
-    return `http://${this.options.hostname}:${this.port}`;
+    const host = this.options.hostname.includes(":") ? `[${this.options.hostname}]` : this.options.hostname;
+    return `http://${host}:${this.port}`;
   }
 
   get sessionCount(): number {
     return this.sessions.size;
+  }
+
+  /** The limits in force (defaults filled in). */
+  get limits(): { maxSessions: number; sessionTimeout: number; cleanupInterval: number; maxInflight: number; maxBodyBytes: number } {
+    const { maxSessions, sessionTimeout, cleanupInterval, maxInflight, maxBodyBytes } = this.options;
+    return { maxSessions, sessionTimeout, cleanupInterval, maxInflight, maxBodyBytes };
   }
 
   /** Stops listening and closes every session (in parallel). */
@@ -152,7 +195,7 @@ export class EnvServer {
 
   /** Closes sessions idle longer than `sessionTimeout`; returns how many were closed. */
   async closeIdleSessions(now = Date.now()): Promise<number> {
-    const expired = [...this.sessions.values()].filter((s) => (now - s.lastAccess) / 1000 > this.options.sessionTimeout);
+    const expired = [...this.sessions.values()].filter((s) => s.busy === 0 && (now - s.lastAccess) / 1000 > this.options.sessionTimeout);
     for (const session of expired) {
       this.sessions.delete(session.id);
       this.options.log?.(`session ${session.id} timed out after ${((now - session.lastAccess) / 1000).toFixed(1)} s idle`);
@@ -168,12 +211,19 @@ export class EnvServer {
       if (!route) throw new HttpError(404, "Not Found");
       if (request.method !== route.method) throw new HttpError(405, "Method Not Allowed");
       if (path === "/health") return this.health();
+      rejectBrowserRequests(request);
       this.authenticate(request);
       if (path === "/sessions") return Response.json(this.stats());
+      const contentType = request.headers.get("content-type") ?? "";
+      if (!isProtocolContentType(contentType)) {
+        throw new HttpError(415, `expected a multipart/form-data body (the remote-env protocol), got ${JSON.stringify(contentType || "no Content-Type")}`);
+      }
+      this.checkDeclaredLength(request);
       const admitted = await this.admit();
       try {
-        const body = new Uint8Array(await request.arrayBuffer());
-        const { data } = decodeMultipart(request.headers.get("content-type") ?? "", body);
+        const body = await this.readBody(request);
+        // No method takes images: their parts are counted, never decoded.
+        const { data } = decodeMultipart(contentType, body, { decodeImages: false });
         return path === "/connect" ? await this.connect(data) : await this.call(data);
       } finally {
         if (admitted) this.admission!.release();
@@ -195,6 +245,27 @@ export class EnvServer {
     if (given !== expected) throw new HttpError(401, "unauthorized");
   }
 
+  private checkDeclaredLength(request: Request): void {
+    const declared = Number(request.headers.get("content-length") ?? "0");
+    if (declared > this.options.maxBodyBytes) throw this.bodyTooLarge(`${declared} bytes`);
+  }
+
+  /** The body, read chunk by chunk so that one without a Content-Length stops at the limit too. */
+  private async readBody(request: Request): Promise<Uint8Array> {
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    for await (const chunk of request.body ?? []) {
+      size += chunk.length;
+      if (size > this.options.maxBodyBytes) throw this.bodyTooLarge(`more than ${this.options.maxBodyBytes} bytes`);
+      chunks.push(chunk);
+    }
+    return Buffer.concat(chunks);
+  }
+
+  private bodyTooLarge(size: string): HttpError {
+    return new HttpError(413, `request body of ${size} is over the limit of ${this.options.maxBodyBytes} bytes`);
+  }
+
   private async admit(): Promise<boolean> {
     if (!this.admission) return false;
     if (await this.admission.acquire(this.options.admitTimeout * 1000)) return true;
@@ -203,6 +274,9 @@ export class EnvServer {
 
   private stats() {
     const now = Date.now();
+    // Session ids are the keys to the sessions: only a server with a token (whose holder
+    // owns them all) lists them.
+    const showIds = Boolean(this.options.token);
     return {
       num_sessions: this.sessions.size,
       max_sessions: this.options.maxSessions,
@@ -210,7 +284,7 @@ export class EnvServer {
       sessions: [...this.sessions.values()].map((s) => {
         const idle = (now - s.lastAccess) / 1000;
         return {
-          session_id: s.id,
+          ...(showIds ? { session_id: s.id } : {}),
           created_at: s.createdAt / 1000,
           last_access: s.lastAccess / 1000,
           idle_seconds: idle,
@@ -222,25 +296,29 @@ export class EnvServer {
 
   private async connect(data: Record<string, unknown>): Promise<Response> {
     const { maxSessions } = this.options;
-    if (maxSessions > 0 && this.sessions.size >= maxSessions) {
+    if (maxSessions > 0 && this.sessions.size + this.connecting >= maxSessions) {
       throw new HttpError(503, `Max sessions limit reached (${maxSessions}). Please try again later or close existing sessions.`);
     }
     const envConfig = isRecord(data.env_config) ? data.env_config : {};
-    let env: Env;
+    const seed = data.seed === undefined || data.seed === null ? null : toSeed(data.seed);
+    this.connecting++;
+    let env: Env | null = null;
     try {
-      env = await this.options.createEnv(envConfig);
-    } catch (err) {
-      if (err instanceof VagenError) throw new HttpError(400, err.message);
-      throw err;
+      env = await clientErrorsAs400(() => this.options.createEnv(envConfig));
+      // Reset before the session exists, so a config whose level cannot be generated
+      // leaves no session behind.
+      const first = seed === null ? null : await clientErrorsAs400(() => env!.reset(seed));
+      const id = crypto.randomUUID().replaceAll("-", "");
+      const now = Date.now();
+      this.sessions.set(id, { id, env, createdAt: now, lastAccess: now, busy: 0 });
+      env = null;
+      this.options.log?.(`session ${id} created (${this.sessions.size}/${maxSessions > 0 ? maxSessions : "unlimited"})`);
+      if (!first) return multipart({ session_id: id });
+      return multipart({ session_id: id, obs: first.obs.text, info: first.info }, first.obs.images);
+    } finally {
+      this.connecting--;
+      if (env) await env.close().catch(() => undefined);
     }
-    const id = crypto.randomUUID().replaceAll("-", "");
-    const now = Date.now();
-    this.sessions.set(id, { id, env, createdAt: now, lastAccess: now });
-    this.options.log?.(`session ${id} created (${this.sessions.size}/${maxSessions > 0 ? maxSessions : "unlimited"})`);
-    const seed = data.seed;
-    if (seed === undefined || seed === null) return multipart({ session_id: id });
-    const { obs, info } = await env.reset(toSeed(seed));
-    return multipart({ session_id: id, obs: obs.text, info }, obs.images);
   }
 
   private async call(data: Record<string, unknown>): Promise<Response> {
@@ -251,12 +329,22 @@ export class EnvServer {
     const params = isRecord(data.params) ? data.params : {};
     const session = this.sessions.get(id);
     if (!session) throw new SessionNotFound(id);
+    session.busy++;
     session.lastAccess = Date.now();
+    try {
+      return await this.runMethod(session, method, params);
+    } finally {
+      session.busy--;
+      session.lastAccess = Date.now();
+    }
+  }
+
+  private async runMethod(session: Session, method: string, params: Record<string, unknown>): Promise<Response> {
     switch (method) {
       case "system_prompt":
         return observationResponse(await session.env.systemPrompt(), {});
       case "reset": {
-        const { obs, info } = await session.env.reset(toSeed(params.seed ?? 0));
+        const { obs, info } = await clientErrorsAs400(() => session.env.reset(toSeed(params.seed ?? 0)));
         return observationResponse(obs, { info });
       }
       case "step": {
@@ -265,14 +353,52 @@ export class EnvServer {
         return observationResponse(obs, { reward, done, info });
       }
       case "close":
-        this.sessions.delete(id);
+        this.sessions.delete(session.id);
         await session.env.close();
-        this.options.log?.(`session ${id} closed (${this.sessions.size} remaining)`);
+        this.options.log?.(`session ${session.id} closed (${this.sessions.size} remaining)`);
         return multipart({ closed: true });
       default:
         throw new HttpError(500, `Unknown method: ${method}`);
     }
   }
+}
+
+/** A `VagenError` (bad env config, a level that cannot be generated) is the client's: 400. */
+async function clientErrorsAs400<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    if (err instanceof VagenError) throw new HttpError(400, err.message);
+    throw err;
+  }
+}
+
+/**
+ * Browsers label cross-origin requests with `Origin` (and `Sec-Fetch-Site`); the
+ * protocol's clients never do. A page must not be able to drive a local env server with
+ * a form post, which needs no CORS preflight.
+ */
+function rejectBrowserRequests(request: Request): void {
+  const site = request.headers.get("sec-fetch-site");
+  if (request.headers.has("origin") || (site !== null && site !== "none")) {
+    throw new HttpError(403, "requests from web pages are not accepted");
+  }
+}
+
+/** The protocol posts `multipart/form-data` (VAGEN's decoder also reads `multipart/mixed`). */
+function isProtocolContentType(contentType: string): boolean {
+  const type = contentType.split(";")[0]!.trim().toLowerCase();
+  return type === "multipart/form-data" || type === "multipart/mixed";
+}
+
+/** 127.0.0.0/8, ::1 and localhost: addresses only this machine can reach. */
+export function isLoopback(hostname: string): boolean {
+  const host = hostname.replace(/^\[|\]$/g, "").toLowerCase();
+  return host === "localhost" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host);
+}
+
+function withoutUndefined<T extends object>(options: T): Partial<T> {
+  return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as Partial<T>;
 }
 
 const ROUTES: Record<string, { method: string }> = {

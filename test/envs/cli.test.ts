@@ -122,4 +122,45 @@ describe("vagen env (subprocess)", () => {
     proc.kill("SIGTERM");
     expect(await proc.exited).toBe(0);
   });
+
+  test("serve: no token on a public address is refused; VAGEN_ENV_TOKEN sets one", async () => {
+    const refused = await vagen(["serve", "Sokoban", "--host", "0.0.0.0", "--port", "0"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("error: refusing to serve on 0.0.0.0 without a token");
+    expect(refused.stderr).toContain("--insecure");
+    const proc = Bun.spawn(["bun", "src/cli/main.ts", "env", "serve", "Sokoban", "--port", "0"], {
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { ...process.env, VAGEN_ENV_TOKEN: "env-t0k" },
+    });
+    const reader = proc.stdout.getReader();
+    let banner = "";
+    while (!banner.includes("\n")) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      banner += new TextDecoder().decode(value);
+    }
+    const url = /at (http:\/\/\S+)/.exec(banner)![1]!;
+    expect((await fetch(`${url}/sessions`)).status).toBe(401);
+    expect((await fetch(`${url}/sessions?token=env-t0k`)).status).toBe(200);
+    proc.kill("SIGTERM");
+    expect(await proc.exited).toBe(0);
+  });
+
+  test("render: SIGINT and SIGTERM end a long level generation at once", async () => {
+    for (const signal of ["SIGINT", "SIGTERM"] as const) {
+      // 32x32 with 30 boxes searches for seconds before failing.
+      const proc = Bun.spawn(["bun", "src/cli/main.ts", "env", "render", "Sokoban", "--seed", "1", "--out", join(dir, "never.png"), "dim_room=[32,32]", "num_boxes=30"], {
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      await Bun.sleep(400); // past start-up, inside the search
+      proc.kill(signal);
+      const outcome = await Promise.race([proc.exited.then(() => "exited"), Bun.sleep(3000).then(() => "still running")]);
+      proc.kill("SIGKILL");
+      expect(outcome).toBe("exited");
+      expect(existsSync(join(dir, "never.png"))).toBe(false);
+    }
+  });
 });
+

@@ -61,7 +61,7 @@ describe("server and client over HTTP", () => {
   test("a remote env behaves exactly like the local one (vision, images included)", async () => {
     const server = startServer();
     const health = await (await fetch(`${server.url}/health`)).json();
-    expect(health).toEqual({ ok: true, service: "gym-env-service", max_inflight: "unlimited" });
+    expect(health).toEqual({ ok: true, service: "gym-env-service", max_inflight: 64 });
 
     const config = { render_mode: "vision", min_solution_steps: [1, 4] };
     const remote = client({ base_urls: server.url, ...config });

@@ -12,7 +12,7 @@ import { parseKeyValues } from "../../config/index.ts";
 import { play } from "../../../envs/cli/play.ts";
 import { readLines, replay } from "../../../envs/cli/replay.ts";
 import { createEnv, instantiateEnv, listEnvs, resolveEnv } from "../../../envs/registry.ts";
-import { EnvServer } from "../../../envs/remote/server.ts";
+import { ENV_SERVER_DEFAULTS, EnvServer } from "../../../envs/remote/server.ts";
 
 function parseInteger(name: string) {
   return (value: string): number => {
@@ -129,15 +129,26 @@ export function register(program: Command): void {
     .argument("[config...]", "default env config as key=value (clients' env_config overrides it)")
     .option("--host <host>", "address to listen on", "127.0.0.1")
     .option("--port <port>", "port (0 picks a free one)", parseInteger("port"), 8000)
-    .option("--token <token>", "require this token (?token= or x-api-key); default: $GYM_API_KEY")
-    .option("--max-sessions <n>", "0 = unlimited", parseInteger("max-sessions"), 0)
-    .option("--session-timeout <s>", "close sessions idle this long (seconds)", parseNumber("session-timeout"), 3600)
-    .option("--max-inflight <n>", "concurrent requests admitted, 0 = unlimited", parseInteger("max-inflight"), 0)
+    .option("--token <token>", "require this token (?token= or x-api-key); default: $VAGEN_ENV_TOKEN, then $GYM_API_KEY")
+    .option("--insecure", "allow listening on a non-loopback address without a token")
+    .option("--max-sessions <n>", "0 = unlimited", parseInteger("max-sessions"), ENV_SERVER_DEFAULTS.maxSessions)
+    .option("--session-timeout <s>", "close sessions idle this long (seconds)", parseNumber("session-timeout"), ENV_SERVER_DEFAULTS.sessionTimeout)
+    .option("--max-inflight <n>", "concurrent requests admitted, 0 = unlimited", parseInteger("max-inflight"), ENV_SERVER_DEFAULTS.maxInflight)
+    .option("--max-body-bytes <n>", "largest request body accepted", parseInteger("max-body-bytes"), ENV_SERVER_DEFAULTS.maxBodyBytes)
     .action(
       async (
         name: string,
         config: string[],
-        options: { host: string; port: number; token?: string; maxSessions: number; sessionTimeout: number; maxInflight: number },
+        options: {
+          host: string;
+          port: number;
+          token?: string;
+          insecure?: boolean;
+          maxSessions: number;
+          sessionTimeout: number;
+          maxInflight: number;
+          maxBodyBytes: number;
+        },
       ) => {
         const defaults = parseKeyValues(config);
         // Validate the defaults once up front so a typo fails now, not at the first connect.
@@ -146,10 +157,12 @@ export function register(program: Command): void {
           createEnv: (envConfig) => createEnv(name, { ...defaults, ...envConfig }),
           hostname: options.host,
           port: options.port,
-          token: options.token ?? process.env.GYM_API_KEY ?? undefined,
+          token: options.token || process.env.VAGEN_ENV_TOKEN || process.env.GYM_API_KEY || undefined,
+          insecure: options.insecure ?? false,
           maxSessions: options.maxSessions,
           sessionTimeout: options.sessionTimeout,
           maxInflight: options.maxInflight,
+          maxBodyBytes: options.maxBodyBytes,
           log: (line) => process.stderr.write(`[env serve] ${line}\n`),
         });
         const url = server.start();
