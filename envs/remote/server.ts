@@ -153,8 +153,9 @@ export class EnvServer {
     this.server = Bun.serve({
       hostname,
       port: this.options.port,
-      // Bun's own limit answers with an empty 413; handle() checks first and says why.
-      maxRequestBodySize: this.options.maxBodyBytes + 64 * 1024,
+      // Bun's own limit answers with an empty 413 before handle() could say why, so it
+      // is only a backstop far above the limit handle() enforces while reading.
+      maxRequestBodySize: Math.max(8 * this.options.maxBodyBytes, 64 * 1024 * 1024),
       fetch: (request) => this.handle(request),
     });
     this.cleanupTimer = setInterval(() => void this.closeIdleSessions(), this.options.cleanupInterval * 1000);

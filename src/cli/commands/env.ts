@@ -176,6 +176,9 @@ export function register(program: Command): void {
           process.on("SIGINT", stop);
           process.on("SIGTERM", stop);
         });
+        // A level still being generated for a request that can no longer be answered
+        // would keep the process alive until it finishes: leave now.
+        process.exit(0);
       },
     );
 }
