@@ -18,6 +18,13 @@ import { gatedMlp, rmsNorm, rotateHalf } from "./layers.ts";
 const VISION_NORM_EPS = 1e-6;
 const VISION_ROPE_THETA = 10000;
 
+/**
+ * Called with each stage's output while encoding, for layer-by-layer comparisons with a
+ * reference: `vision.patch_embed` (processor order), `vision.block{i}` and `vision.merger`
+ * (window order, as transformers computes them). The tensor is only valid during the call.
+ */
+export type VisionTrace = (stage: string, value: Tensor) => void;
+
 export class Qwen25VisionTower {
   constructor(
     readonly config: Qwen25VLVisionConfig,
@@ -33,7 +40,7 @@ export class Qwen25VisionTower {
    * images concatenated; gridThw: per image [t, h, w] in patches.
    * Returns (numPatches / merge^2, outHiddenSize) in the processor's order.
    */
-  encode(pixelValues: Tensor, gridThw: readonly (readonly number[])[]): Tensor {
+  encode(pixelValues: Tensor, gridThw: readonly (readonly number[])[], trace?: VisionTrace): Tensor {
     const c = this.config;
     const unit = c.spatialMergeSize ** 2;
     const layout = visionLayout(gridThw, c);
@@ -49,12 +56,11 @@ export class Qwen25VisionTower {
     // Window order: merged blocks regrouped so each window is contiguous.
     const windowIndex = torch.tensor(layout.windowIndex, [layout.windowIndex.length], { dtype: "i64", device });
     // Conv3d(kernel = stride = patch) over a patch == dot product with the flattened kernel.
-    let x = torch.tidy(() =>
-      F.linear(pixelValues.to(dtype), projW.reshape([c.hiddenSize, -1]))
-        .reshape([n / unit, unit, c.hiddenSize])
-        .indexSelect(0, windowIndex)
-        .reshape([n, c.hiddenSize]),
-    );
+    let x = torch.tidy(() => {
+      const embedded = F.linear(pixelValues.to(dtype), projW.reshape([c.hiddenSize, -1]));
+      trace?.("vision.patch_embed", embedded);
+      return embedded.reshape([n / unit, unit, c.hiddenSize]).indexSelect(0, windowIndex).reshape([n, c.hiddenSize]);
+    });
 
     const [cos, sin] = torch.tidy(() => this.rotaryCosSin(layout.rotaryPositions, layout.maxGridSide, windowIndex, n, device));
     const windowMask = torch.tidy(() => blockDiagonalMask(layout.windowSeqlens, n, device));
@@ -67,10 +73,15 @@ export class Qwen25VisionTower {
       const blockIn = x;
       x = torch.tidy(() => this.block(i, blockIn, cos, sin, mask));
       blockIn.dispose();
+      trace?.(`vision.block${i}`, x);
     }
 
     const reverse = torch.tensor(layout.reverseIndex, [layout.reverseIndex.length], { dtype: "i64", device });
-    const out = torch.tidy(() => this.merge(x).indexSelect(0, reverse));
+    const out = torch.tidy(() => {
+      const merged = this.merge(x);
+      trace?.("vision.merger", merged);
+      return merged.indexSelect(0, reverse);
+    });
     for (const t of [x, reverse, windowIndex, cos, sin, windowMask, fullMask]) t.dispose();
     return out;
   }
