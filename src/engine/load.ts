@@ -9,7 +9,7 @@ import type { DType, Device } from "../torch/index.ts";
 import { VagenError } from "../errors.ts";
 import { loadChatModel } from "../models/index.ts";
 import type { ChatModel } from "../models/family.ts";
-import { Qwen25VLChatModel } from "../models/qwen2_5_vl/chat_model.ts";
+import { Qwen25VLChatModel } from "../models/qwen2_5_vl/chat-model.ts";
 import type { ModelAdapter } from "./adapter.ts";
 import type { ChatPromptBuilder } from "./chat.ts";
 import { Engine } from "./engine.ts";

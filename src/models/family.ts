@@ -5,7 +5,7 @@
  */
 import type { RGBImage } from "../../envs/_common/types.ts";
 import type { DType, Device } from "../torch/index.ts";
-import type { ChatMessage } from "./chat_template.ts";
+import type { ChatMessage } from "./chat-template.ts";
 import type { TextTokenizer } from "./tokenizer.ts";
 
 /** One encoded prompt: token ids (image markers expanded) and its images. */

@@ -6,18 +6,18 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { VagenError } from "../errors.ts";
 import type { ChatModel, LoadModelOptions, ModelFamily } from "./family.ts";
-import { Qwen25VLChatModel } from "./qwen2_5_vl/chat_model.ts";
+import { Qwen25VLChatModel } from "./qwen2_5_vl/chat-model.ts";
 import { readJson } from "./tokenizer.ts";
 
 export type { ChatModel, DecodeSession, LoadModelOptions, ModelFamily, PromptInput } from "./family.ts";
 export { generate, type GenerateOptions, type Generation } from "./generation.ts";
 export { TextTokenizer } from "./tokenizer.ts";
-export { ChatTemplate, type ChatMessage, type ChatContentPart } from "./chat_template.ts";
-export { ConcatKVCache, type KVCache } from "./kv_cache.ts";
-export { ValueHead } from "./value_head.ts";
-export { readPng } from "./image_io.ts";
+export { ChatTemplate, type ChatMessage, type ChatContentPart } from "./chat-template.ts";
+export { ConcatKVCache, type KVCache } from "./kv-cache.ts";
+export { ValueHead } from "./value-head.ts";
+export { readPng } from "./image-io.ts";
 export { Qwen25VLModel } from "./qwen2_5_vl/model.ts";
-export { Qwen25VLChatModel } from "./qwen2_5_vl/chat_model.ts";
+export { Qwen25VLChatModel } from "./qwen2_5_vl/chat-model.ts";
 
 const FAMILIES: ModelFamily[] = [
   { modelTypes: ["qwen2_5_vl"], load: (dir, opts) => Qwen25VLChatModel.load(dir, opts) },

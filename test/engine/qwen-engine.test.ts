@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { readPng } from "../../src/models/image_io.ts";
+import { readPng } from "../../src/models/image-io.ts";
 import { loadEngine, type LoadedEngine } from "../../src/engine/load.ts";
 import { EngineClient, createEngineClient } from "../../src/clients/engine-client.ts";
 import type { ChatMessage } from "../../src/clients/types.ts";

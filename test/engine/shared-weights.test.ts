@@ -5,7 +5,7 @@
  */
 import { expect, test } from "bun:test";
 import { createEngine } from "../../src/engine/load.ts";
-import { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat_model.ts";
+import { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
 import * as torch from "../../src/torch/index.ts";
 import { FIXTURE_DIR, refsJson } from "../models/fixture.ts";
 

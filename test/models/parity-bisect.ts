@@ -14,9 +14,9 @@
 import { join } from "node:path";
 import * as torch from "../../src/torch/index.ts";
 import type { DType, Device, Tensor } from "../../src/torch/index.ts";
-import { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat_model.ts";
-import { readPng } from "../../src/models/image_io.ts";
-import type { ChatMessage } from "../../src/models/chat_template.ts";
+import { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
+import { readPng } from "../../src/models/image-io.ts";
+import type { ChatMessage } from "../../src/models/chat-template.ts";
 import { maxRelativeError, ref, refsJson, refTensors } from "./fixture.ts";
 
 export interface StageError {

@@ -4,7 +4,7 @@
  */
 import * as torch from "../../src/torch/index.ts";
 import type { Device, Tensor } from "../../src/torch/index.ts";
-import { ConcatKVCache } from "../../src/models/kv_cache.ts";
+import { ConcatKVCache } from "../../src/models/kv-cache.ts";
 import type { Qwen25VLModel } from "../../src/models/qwen2_5_vl/model.ts";
 import { FIXTURE_DIR, maxRelativeError, ref, refsJson } from "./fixture.ts";
 

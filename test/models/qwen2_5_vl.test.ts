@@ -7,18 +7,18 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import * as torch from "../../src/torch/index.ts";
 import { F, type Tensor } from "../../src/torch/index.ts";
-import { ConcatKVCache } from "../../src/models/kv_cache.ts";
+import { ConcatKVCache } from "../../src/models/kv-cache.ts";
 import { generate } from "../../src/models/generation.ts";
-import { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat_model.ts";
+import { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
 import { Qwen25VLModel } from "../../src/models/qwen2_5_vl/model.ts";
-import type { ChatMessage } from "../../src/models/chat_template.ts";
-import { readPng } from "../../src/models/image_io.ts";
+import type { ChatMessage } from "../../src/models/chat-template.ts";
+import { readPng } from "../../src/models/image-io.ts";
 import { FIXTURE_DIR, maxRelativeError, ref, refsJson } from "./fixture.ts";
 import { BATCH_CASES, SINGLE_CASES, bf16RoundingScale, caseError, greedyFromIds, refGrids as grids, refRows, refTensor } from "./parity.ts";
 import { join } from "node:path";
 import { TextTokenizer } from "../../src/models/tokenizer.ts";
-import { ChatTemplate } from "../../src/models/chat_template.ts";
-import { DEFAULT_IMAGE_PROCESSOR } from "../../src/models/image_processor.ts";
+import { ChatTemplate } from "../../src/models/chat-template.ts";
+import { DEFAULT_IMAGE_PROCESSOR } from "../../src/models/image-processor.ts";
 
 const refs = refsJson();
 let model: Qwen25VLModel;

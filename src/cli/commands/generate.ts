@@ -7,7 +7,7 @@ import type { Command } from "commander";
 import { closeSync, existsSync, openSync, readSync } from "node:fs";
 import { join } from "node:path";
 import { VagenError } from "../../errors.ts";
-import type { ChatContentPart, ChatMessage } from "../../models/chat_template.ts";
+import type { ChatContentPart, ChatMessage } from "../../models/chat-template.ts";
 import type { DType } from "../../torch/index.ts";
 import { integerFlag, numberFlag } from "../flags.ts";
 

@@ -10,10 +10,10 @@
 import * as torch from "../../torch/index.ts";
 import type { Tensor } from "../../torch/index.ts";
 import type { RGBImage } from "../../../envs/_common/types.ts";
-import type { ChatMessage as ModelChatMessage, ChatContentPart } from "../../models/chat_template.ts";
-import { mergedTokenCount, processImages } from "../../models/image_processor.ts";
-import type { Qwen25VLChatModel } from "../../models/qwen2_5_vl/chat_model.ts";
-import { computeRopeIndex } from "../../models/qwen2_5_vl/rope_index.ts";
+import type { ChatMessage as ModelChatMessage, ChatContentPart } from "../../models/chat-template.ts";
+import { mergedTokenCount, processImages } from "../../models/image-processor.ts";
+import type { Qwen25VLChatModel } from "../../models/qwen2_5_vl/chat-model.ts";
+import { computeRopeIndex } from "../../models/qwen2_5_vl/rope-index.ts";
 import type { ChatMessage } from "../../clients/types.ts";
 import type { AttentionBackend, ModelAdapter, ModelSpec } from "../adapter.ts";
 import type { ChatPromptBuilder } from "../chat.ts";

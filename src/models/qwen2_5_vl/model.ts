@@ -13,15 +13,15 @@
 import * as torch from "../../torch/index.ts";
 import type { DType, Device, Tensor } from "../../torch/index.ts";
 import { VagenError } from "../../errors.ts";
-import type { KVCache } from "../kv_cache.ts";
+import type { KVCache } from "../kv-cache.ts";
 import { loadWeights, type Weights } from "../weights.ts";
 import { loadQwen25VLConfig, type Qwen25VLConfig } from "./config.ts";
 import { checkImageTokens } from "./processor.ts";
-import { computeRopeIndex } from "./rope_index.ts";
+import { computeRopeIndex } from "./rope-index.ts";
 import { Qwen25TextModel } from "./text.ts";
 import { Qwen25VisionTower } from "./vision.ts";
 import { canonicalQwen25VLName, checkQwen25VLWeights } from "./weights.ts";
-import { ValueHead } from "../value_head.ts";
+import { ValueHead } from "../value-head.ts";
 
 export interface LoadOptions {
   device: Device;

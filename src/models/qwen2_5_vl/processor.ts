@@ -6,8 +6,8 @@
  */
 import type { RGBImage } from "../../../envs/_common/types.ts";
 import { VagenError } from "../../errors.ts";
-import { countImages, type ChatMessage, type ChatTemplate } from "../chat_template.ts";
-import { imageGrid, mergedTokenCount, processImages, type ImageProcessorOptions, type ProcessedImages } from "../image_processor.ts";
+import { countImages, type ChatMessage, type ChatTemplate } from "../chat-template.ts";
+import { imageGrid, mergedTokenCount, processImages, type ImageProcessorOptions, type ProcessedImages } from "../image-processor.ts";
 import type { TextTokenizer } from "../tokenizer.ts";
 
 export const IMAGE_PAD = "<|image_pad|>";

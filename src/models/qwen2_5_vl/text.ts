@@ -11,7 +11,7 @@
  */
 import * as torch from "../../torch/index.ts";
 import { F, type Tensor } from "../../torch/index.ts";
-import type { KVCache } from "../kv_cache.ts";
+import type { KVCache } from "../kv-cache.ts";
 import type { Weights } from "../weights.ts";
 import type { Qwen25VLTextConfig } from "./config.ts";
 import { gatedMlp, rmsNorm } from "./layers.ts";

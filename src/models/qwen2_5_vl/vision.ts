@@ -12,7 +12,7 @@ import * as torch from "../../torch/index.ts";
 import { F, type Tensor } from "../../torch/index.ts";
 import type { Weights } from "../weights.ts";
 import type { Qwen25VLVisionConfig } from "./config.ts";
-import { visionLayout } from "./vision_layout.ts";
+import { visionLayout } from "./vision-layout.ts";
 import { gatedMlp, rmsNorm, rotateHalf } from "./layers.ts";
 
 const VISION_NORM_EPS = 1e-6;

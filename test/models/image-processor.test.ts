@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { processImages, roundHalfEven, smartResize, DEFAULT_IMAGE_PROCESSOR, mergedTokenCount } from "../../src/models/image_processor.ts";
-import { resizeBicubic } from "../../src/models/image_resize.ts";
-import { readPng } from "../../src/models/image_io.ts";
+import { processImages, roundHalfEven, smartResize, DEFAULT_IMAGE_PROCESSOR, mergedTokenCount } from "../../src/models/image-processor.ts";
+import { resizeBicubic } from "../../src/models/image-resize.ts";
+import { readPng } from "../../src/models/image-io.ts";
 import { FIXTURE_DIR, ref, refsJson } from "./fixture.ts";
 
 describe("smartResize", () => {

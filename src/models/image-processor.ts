@@ -2,7 +2,7 @@
  * The Qwen2-VL image processor (used unchanged by Qwen2.5-VL), matching transformers'
  * Qwen2VLImageProcessor: smart resize to multiples of patch_size * merge_size within
  * [min_pixels, max_pixels], antialiased bicubic resampling (bit for bit like
- * transformers 5, see image_resize.ts), rescale to [0,1], normalise with the CLIP
+ * transformers 5, see image-resize.ts), rescale to [0,1], normalise with the CLIP
  * mean/std, then cut into flattened patches ordered so that each 2x2 block of
  * patches (one merged LLM token) is contiguous.
  *
@@ -13,7 +13,7 @@
 import * as v from "valibot";
 import type { RGBImage } from "../../envs/_common/types.ts";
 import { VagenError } from "../errors.ts";
-import { resizeBicubic } from "./image_resize.ts";
+import { resizeBicubic } from "./image-resize.ts";
 
 const CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073];
 const CLIP_STD = [0.26862954, 0.26130258, 0.27577711];

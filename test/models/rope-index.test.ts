@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { computeRopeIndex } from "../../src/models/qwen2_5_vl/rope_index.ts";
-import { visionLayout } from "../../src/models/qwen2_5_vl/vision_layout.ts";
+import { computeRopeIndex } from "../../src/models/qwen2_5_vl/rope-index.ts";
+import { visionLayout } from "../../src/models/qwen2_5_vl/vision-layout.ts";
 import { ref, refsJson } from "./fixture.ts";
 
 const IMAGE_TOKEN = 366; // the tiny fixture's <|image_pad|>
