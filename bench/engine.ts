@@ -19,8 +19,8 @@ import { Engine } from "../src/engine/engine.ts";
 import { ModelRunner } from "../src/engine/model-runner.ts";
 import type { Prompt } from "../src/engine/types.ts";
 import type { ChatPromptBuilder } from "../src/engine/chat.ts";
-import type { ChatMessage } from "../src/clients/types.ts";
-import type { RGBImage } from "../envs/_common/types.ts";
+import type { ChatMessage } from "../src/core/chat.ts";
+import type { RGBImage } from "../src/core/image.ts";
 
 const { values: args } = parseArgs({
   options: {

@@ -5,7 +5,7 @@
  */
 import type * as v from "valibot";
 import type { parseResponse } from "./_common/parsers.ts";
-import type { Rng } from "./_common/rng.ts";
+import type { Rng } from "../src/core/rng.ts";
 import type { Env } from "./_common/types.ts";
 
 export interface EnvDefinition<S extends v.GenericSchema = v.GenericSchema> {

@@ -8,13 +8,13 @@
 import { isAbsolute, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import * as v from "valibot";
-import { VagenError } from "../src/errors.ts";
+import { VagenError } from "../src/core/errors.ts";
 import registryFile from "../configs/env_registry.yaml";
 import type { Env } from "./_common/types.ts";
 import { closestName, parseConfig } from "./_common/config.ts";
 import { BUILTIN_MODULES } from "./builtins.ts";
 import { parseResponse } from "./_common/parsers.ts";
-import { Rng } from "./_common/rng.ts";
+import { Rng } from "../src/core/rng.ts";
 import { isEnvDefinition, type EnvDefinition, type EnvKit } from "./registry-types.ts";
 
 const ENV_KIT: EnvKit = { v, parseResponse, Rng };

@@ -4,7 +4,7 @@
  * and what was given.
  */
 import * as v from "valibot";
-import { VagenError } from "../../src/errors.ts";
+import { VagenError } from "../../src/core/errors.ts";
 
 export type ConfigSchema = v.GenericSchema<Record<string, unknown>, Record<string, unknown>>;
 

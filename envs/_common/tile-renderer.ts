@@ -6,7 +6,7 @@
  * image while the env moves on.
  */
 import { blit, cloneImage, createImage, type Rgb } from "./image.ts";
-import type { RGBImage } from "./types.ts";
+import type { RGBImage } from "../../src/core/image.ts";
 
 export interface TileRendererOptions {
   rows: number;

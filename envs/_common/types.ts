@@ -5,13 +5,7 @@
  * then `step` once per model turn with the raw decoded text; the env parses it itself.
  * `done` is the only termination signal.
  */
-
-/** An RGB image, 8 bits per channel, row-major, `data.length === width * height * 3`. */
-export interface RGBImage {
-  width: number;
-  height: number;
-  data: Uint8Array;
-}
+import type { RGBImage } from "../../src/core/image.ts";
 
 /**
  * What the model sees: text in which each image appears as a placeholder token

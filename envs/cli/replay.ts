@@ -5,8 +5,8 @@
 import { createReadStream, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { join } from "node:path";
-import { VagenError } from "../../src/errors.ts";
-import { encodePng } from "../_common/png.ts";
+import { VagenError } from "../../src/core/errors.ts";
+import { encodePng } from "../../src/core/png.ts";
 import type { Env, Observation } from "../_common/types.ts";
 
 export interface ReplayOptions {

@@ -4,7 +4,7 @@
  * in 24-bit colour. Images wider than `maxColumns` are scaled down (nearest neighbour).
  */
 import { resizeNearest } from "../_common/image.ts";
-import type { RGBImage } from "../_common/types.ts";
+import type { RGBImage } from "../../src/core/image.ts";
 
 export function halfBlockLines(image: RGBImage, maxColumns: number): string[] {
   const columns = Math.max(1, Math.min(maxColumns, image.width));

@@ -4,7 +4,7 @@
  * perpendicular one have probability 1/3. VAGEN's optional custom slip (`slip_prob`)
  * replaces the action by a random perpendicular one before that.
  */
-import type { Rng } from "../_common/rng.ts";
+import type { Rng } from "../../src/core/rng.ts";
 import { FL_ACTIONS, FL_DELTAS, type FrozenLakeAction } from "./map.ts";
 
 /** Perpendicular directions used by VAGEN's custom slip. */

@@ -8,13 +8,13 @@
  * exactly; and once the episode is done (goal or hole), further steps change nothing and
  * pay nothing, where VAGEN pays the success reward again on every step at the goal.
  */
-import { VagenError } from "../../src/errors.ts";
+import { VagenError } from "../../src/core/errors.ts";
 import { parseConfig } from "../_common/config.ts";
 import { finishCooperatively } from "../_common/cooperative.ts";
 import { stepInfo } from "../_common/step-info.ts";
 import { actionObservationText, initialObservationText } from "../_common/observation.ts";
 import { parseResponse, type ParsedResponse } from "../_common/parsers.ts";
-import { Rng } from "../_common/rng.ts";
+import { Rng } from "../../src/core/rng.ts";
 import { gridObject, type GridState, type Position } from "../_common/state.ts";
 import type { Env, EnvInfo, Observation, ResetResult, StepResult } from "../_common/types.ts";
 import { FROZENLAKE_REWARD_PRESETS, frozenLakeConfigSchema, type FrozenLakeConfig, type FrozenLakeConfigInput } from "./config.ts";

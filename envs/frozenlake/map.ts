@@ -4,7 +4,7 @@
  * solver. Maps are rows of the letters S, F, H, G, as in gymnasium's `desc`.
  */
 import { finishNow, type Work } from "../_common/cooperative.ts";
-import { Rng } from "../_common/rng.ts";
+import { Rng } from "../../src/core/rng.ts";
 
 export const FL_ACTIONS = ["left", "down", "right", "up"] as const;
 export type FrozenLakeAction = (typeof FL_ACTIONS)[number];

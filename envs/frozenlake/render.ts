@@ -6,7 +6,7 @@
  */
 import { createImage, drawLine, fillEllipse, fillRect, type Rgb } from "../_common/image.ts";
 import { TileRenderer } from "../_common/tile-renderer.ts";
-import type { RGBImage } from "../_common/types.ts";
+import type { RGBImage } from "../../src/core/image.ts";
 import type { FrozenLakeAction } from "./map.ts";
 
 export interface FrozenLakeView {

@@ -16,8 +16,8 @@
  */
 import { readFileSync } from "node:fs";
 import * as v from "valibot";
-import { VagenError } from "../../src/errors.ts";
-import { DEFAULT_MAX_PNG_PIXELS } from "../_common/image.ts";
+import { VagenError } from "../../src/core/errors.ts";
+import { DEFAULT_MAX_PNG_PIXELS } from "../../src/core/png-size.ts";
 import type { Env, Observation, ResetResult, StepResult } from "../_common/types.ts";
 import { decodeMultipart, encodeMultipart, requestContentType, type MultipartMessage } from "./multipart.ts";
 

@@ -6,8 +6,8 @@
  * responses as `multipart/mixed`, both with the boundary quoted. Decoded images are
  * returned as RGB (VAGEN decodes to RGBA and the agent loop drops alpha).
  */
-import { decodePng, encodePng } from "../_common/png.ts";
-import type { RGBImage } from "../_common/types.ts";
+import { decodePng, encodePng } from "../../src/core/png.ts";
+import type { RGBImage } from "../../src/core/image.ts";
 
 const CRLF = "\r\n";
 const encoder = new TextEncoder();

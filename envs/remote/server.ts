@@ -17,7 +17,7 @@
  * idle timeout, looked for at a tenth of that timeout; image parts of requests (which no
  * method uses) are never decoded; bodies are size-limited.
  */
-import { VagenError } from "../../src/errors.ts";
+import { VagenError } from "../../src/core/errors.ts";
 import type { Env, Observation } from "../_common/types.ts";
 import { decodeMultipart, encodeMultipart, MultipartError, responseContentType } from "./multipart.ts";
 

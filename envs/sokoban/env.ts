@@ -7,7 +7,7 @@
  * and within `max_generation_states`, so a server stays responsive and a config that
  * cannot be met ends in an error that names it.
  */
-import { VagenError } from "../../src/errors.ts";
+import { VagenError } from "../../src/core/errors.ts";
 import { parseConfig } from "../_common/config.ts";
 import { finishCooperatively } from "../_common/cooperative.ts";
 import { stepInfo } from "../_common/step-info.ts";

@@ -7,7 +7,7 @@
  * seeded generator, so levels match VAGEN's distribution, not its exact maps.
  */
 import { finishNow, type Work } from "../_common/cooperative.ts";
-import { Rng, nextRetrySeed } from "../_common/rng.ts";
+import { Rng, nextRetrySeed } from "../../src/core/rng.ts";
 import { CELL, type SokobanRoom } from "./room.ts";
 import { solutionWork } from "./solver.ts";
 

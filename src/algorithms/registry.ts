@@ -8,7 +8,7 @@
  * all; each estimator reads the ones it needs and ignores the rest, as main does.
  */
 import * as v from "valibot";
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 import { didYouMean } from "../config/suggest.ts";
 import { validate } from "../config/validate.ts";
 import type { AdvantageBatch, AdvantageOutput } from "./estimators/types.ts";

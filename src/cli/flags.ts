@@ -6,7 +6,7 @@
  *
  * Each returns a commander argument parser `(value) => number`.
  */
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 
 export interface NumberBounds {
   /** Smallest allowed value (inclusive). */

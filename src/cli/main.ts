@@ -8,7 +8,7 @@
 import { Command, CommanderError } from "commander";
 import { redactText } from "../config/redact.ts";
 import { VERSION } from "../version.ts";
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 import { commands } from "./commands/index.ts";
 
 export function buildProgram(): Command {

@@ -13,7 +13,8 @@ import { loadEngine, type EngineSettings } from "../engine/load.ts";
 import type { ChatPromptBuilder } from "../engine/chat.ts";
 import { imageKey } from "../engine/prompt.ts";
 import type { GenerationResult, SamplingOptions, TokenEvent } from "../engine/types.ts";
-import type { ChatMessage, Completion, CreateOptions, InferenceClient, SamplingParams } from "./types.ts";
+import type { ChatMessage } from "../core/chat.ts";
+import type { Completion, CreateOptions, InferenceClient, SamplingParams } from "./types.ts";
 
 export interface EngineClientOptions {
   /** Defaults for fields a request leaves unset (the engine's own defaults apply after these). */

@@ -3,7 +3,7 @@
  * server errors, timeouts and network failures are worth another try; a bad request or a
  * rejected key is not.
  */
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 
 export class InferenceError extends VagenError {
   constructor(

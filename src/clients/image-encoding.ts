@@ -4,8 +4,8 @@
  * same pixels would otherwise be compressed again and again. Keyed weakly, so the cache
  * lives exactly as long as the images do.
  */
-import { encodePng } from "../../envs/_common/png.ts";
-import type { RGBImage } from "../../envs/_common/types.ts";
+import { encodePng } from "../core/png.ts";
+import type { RGBImage } from "../core/image.ts";
 
 const pngCache = new WeakMap<RGBImage, Uint8Array>();
 const dataUrlCache = new WeakMap<RGBImage, string>();

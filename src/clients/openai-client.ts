@@ -9,12 +9,13 @@
  * header: it is never logged, never in an error message, never written to disk.
  */
 import { registerSecret } from "../config/redact.ts";
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 import { InferenceError, abortError, isAbortError, isRetryableStatus } from "./errors.ts";
 import { WireFormatError, buildRequestBody, parseCompletion } from "./openai-wire.ts";
 import { RequestGate, sleep } from "./request-gate.ts";
 import { DEFAULT_RETRY_POLICY, backoffDelay, parseRetryAfter, type RetryPolicy } from "./retry.ts";
-import type { ChatMessage, Completion, CreateOptions, InferenceClient, SamplingParams } from "./types.ts";
+import type { ChatMessage } from "../core/chat.ts";
+import type { Completion, CreateOptions, InferenceClient, SamplingParams } from "./types.ts";
 
 export interface OpenAIClientOptions {
   /** e.g. http://127.0.0.1:8000/v1 ("/chat/completions" is appended). */

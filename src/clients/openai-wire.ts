@@ -4,7 +4,8 @@
  * OpenRouter all accept.
  */
 import { imageToDataUrl } from "./image-encoding.ts";
-import type { ChatMessage, Completion, SamplingParams } from "./types.ts";
+import type { ChatMessage } from "../core/chat.ts";
+import type { Completion, SamplingParams } from "./types.ts";
 
 export { imageToDataUrl } from "./image-encoding.ts";
 

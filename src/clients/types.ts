@@ -2,19 +2,11 @@
  * The inference-client seam. Harnesses talk to a model only through `InferenceClient`;
  * the OpenAI-compatible HTTP client and the in-process engine both implement it.
  *
- * Messages carry images as RGB pixels, not URLs, so an in-process client can feed them
- * to the vision tower directly; an HTTP client encodes them (PNG data URLs) on the wire.
+ * Messages (`src/core/chat.ts`) carry images as RGB pixels, not URLs, so an in-process
+ * client can feed them to the vision tower directly; an HTTP client encodes them (PNG
+ * data URLs) on the wire.
  */
-import type { RGBImage } from "../../envs/_common/types.ts";
-
-export type Role = "system" | "user" | "assistant";
-
-export type ContentPart = { type: "text"; text: string } | { type: "image"; image: RGBImage };
-
-export interface ChatMessage {
-  role: Role;
-  content: ContentPart[];
-}
+import type { ChatMessage } from "../core/chat.ts";
 
 /** Generation settings for one request. Unset fields fall back to the server's defaults. */
 export interface SamplingParams {
@@ -55,17 +47,4 @@ export interface InferenceClient {
   readonly description: string;
   create(messages: ChatMessage[], sampling: SamplingParams, options?: CreateOptions): Promise<Completion>;
   close?(): Promise<void>;
-}
-
-export function textPart(text: string): ContentPart {
-  return { type: "text", text };
-}
-
-export function imagePart(image: RGBImage): ContentPart {
-  return { type: "image", image };
-}
-
-/** The message's text parts joined, images left out. */
-export function messageText(message: ChatMessage): string {
-  return message.content.map((p) => (p.type === "text" ? p.text : "")).join("");
 }

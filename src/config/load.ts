@@ -10,7 +10,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, relative, resolve } from "node:path";
 import { parseDocument } from "yaml";
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 import { applyOverrides, parseOverride } from "./overrides.ts";
 import { registerConfigSecrets } from "./redact.ts";
 

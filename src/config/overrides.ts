@@ -7,7 +7,7 @@
  * and means the same as no prefix; `~key.path` deletes the key.
  */
 import { parse as parseYaml } from "yaml";
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 
 export type Override =
   | { kind: "set"; path: string[]; value: unknown; text: string }

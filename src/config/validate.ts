@@ -4,7 +4,7 @@
  * unknown key the closest known one.
  */
 import * as v from "valibot";
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 import { describe, type ResolvedConfig, type Sources, sourceOf } from "./load.ts";
 import { REDACTED, isSecretKey } from "./redact.ts";
 import { didYouMean } from "./suggest.ts";

@@ -3,7 +3,7 @@
  * placeholders) behind one small interface, so the in-process client and the HTTP server
  * stay family-independent.
  */
-import type { ChatMessage } from "../clients/types.ts";
+import type { ChatMessage } from "../core/chat.ts";
 import type { Prompt } from "./types.ts";
 
 export interface ChatPromptBuilder {

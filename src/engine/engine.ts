@@ -15,7 +15,7 @@
  * out to have finished at step k wastes its row of step k + 1, whose token is dropped and
  * whose KV write lands past what its slot keeps.
  */
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 import { sharedPrefixLength, validatePrompt } from "./prompt.ts";
 import { SlotPool, type SlotLease } from "./slots.ts";
 import { IncrementalDetokenizer, StopStringMatcher, type DecodeFn, type TokenBytesFn } from "./stop.ts";

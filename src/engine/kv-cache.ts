@@ -19,7 +19,7 @@
 import * as torch from "../torch/index.ts";
 import { F, type Tensor } from "../torch/index.ts";
 import { DTYPE_SIZE } from "../torch/index.ts";
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 import type { AttentionBackend, ModelSpec } from "./adapter.ts";
 
 export interface KvCachePlan {

@@ -6,7 +6,7 @@ import { basename, resolve } from "node:path";
 import * as v from "valibot";
 import * as torch from "../torch/index.ts";
 import type { DType, Device } from "../torch/index.ts";
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 import { loadChatModel } from "../models/index.ts";
 import type { ChatModel } from "../models/family.ts";
 import { Qwen25VLChatModel } from "../models/qwen2_5_vl/chat-model.ts";

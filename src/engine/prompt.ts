@@ -2,7 +2,7 @@
  * Prompt helpers: how much of a new prompt a session's cached KV already covers, and
  * content keys for images.
  */
-import type { RGBImage } from "../../envs/_common/types.ts";
+import type { RGBImage } from "../core/image.ts";
 import type { Prompt, PromptImage } from "./types.ts";
 
 /** Where an image sits in a cached token sequence, and which pixels it was. */

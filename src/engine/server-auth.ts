@@ -4,7 +4,7 @@
  * unless the operator says so.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 import { errorJson } from "./server-http.ts";
 
 /**

@@ -4,8 +4,8 @@
  * 1 MB), and decoding allocates width x height x 4 bytes at once; the header check turns
  * such a decompression bomb into a 400 that costs nothing.
  */
-import { decodePng } from "../../envs/_common/png.ts";
-import type { RGBImage } from "../../envs/_common/types.ts";
+import { decodePng } from "../core/png.ts";
+import type { RGBImage } from "../core/image.ts";
 import { badRequest } from "./server-http.ts";
 
 export interface PixelLimits {

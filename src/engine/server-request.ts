@@ -8,7 +8,7 @@
  * others at the one value that asks for nothing (`frequency_penalty: 0`, `tools: []`).
  */
 import * as v from "valibot";
-import type { ChatMessage, ContentPart } from "../clients/types.ts";
+import type { ChatMessage, ContentPart } from "../core/chat.ts";
 import { badRequest } from "./server-http.ts";
 import { decodeImages, readImagePart, type PendingImage, type PixelLimits } from "./server-images.ts";
 import type { SamplingOptions } from "./types.ts";

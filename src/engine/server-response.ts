@@ -3,7 +3,7 @@
  * server-sent-event chunks as tokens arrive.
  */
 import type { EngineClient } from "../clients/engine-client.ts";
-import type { ChatMessage } from "../clients/types.ts";
+import type { ChatMessage } from "../core/chat.ts";
 import type { ChatRequest } from "./server-request.ts";
 import type { RequestLogEntry } from "./server-log.ts";
 import type { GenerationResult, SamplingOptions } from "./types.ts";

@@ -19,7 +19,7 @@
  * one line; every 5xx with its cause.
  */
 import { EngineClient } from "../clients/engine-client.ts";
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 import type { ChatPromptBuilder } from "./chat.ts";
 import type { Engine } from "./engine.ts";
 import { bearerGuard } from "./server-auth.ts";

@@ -4,7 +4,7 @@
  * Everything here is plain data (no tensors), so callers (the in-process client, the
  * OpenAI-compatible server, benchmarks) never touch the tensor library.
  */
-import type { RGBImage } from "../../envs/_common/types.ts";
+import type { RGBImage } from "../core/image.ts";
 
 /** One image of a prompt and where its placeholder tokens sit in the token ids. */
 export interface PromptImage {

@@ -19,10 +19,10 @@ import * as v from "valibot";
 import { ModelConfig, SamplingConfig } from "../clients/config.ts";
 import { createEnv } from "../../envs/registry.ts";
 import { type ResolvedConfig, registerConfigKind, resolveConfig, validateResolved } from "../config/index.ts";
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 import { createHarness } from "../harness/registry.ts";
 import { resolveEvalPaths } from "./config-paths.ts";
-import { type SeedDirective, directiveSeeds, normalizeSeedDirective, seedDirectiveProblem } from "./seeds.ts";
+import { type SeedDirective, directiveSeeds, normalizeSeedDirective, seedDirectiveProblem } from "../core/seeds.ts";
 
 const positiveInt = (what: string) => v.pipe(v.number(), v.integer(`${what}: an integer`), v.minValue(1, `${what} >= 1`));
 const integer = v.pipe(v.number(), v.safeInteger("an integer"));

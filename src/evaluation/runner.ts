@@ -17,7 +17,7 @@ import { toSamplingParams } from "../clients/config.ts";
 import { createHarness } from "../harness/registry.ts";
 import type { Harness } from "../harness/types.ts";
 import { redactSecrets } from "../config/index.ts";
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 import { type EnvEvalSpec, type EvalConfig, checkEvalConfig, episodeSeedsForTag, harnessNameAndOptions } from "./config.ts";
 import { type EpisodeContext, type EpisodeMetrics, episodeMetrics, failedEpisodeMetrics, finishedNormally } from "./episode-metrics.ts";
 import { configCopyPath, episodeDir, summaryPath } from "./layout.ts";

@@ -7,7 +7,7 @@
 import * as v from "valibot";
 import type { EnvInfo } from "../../envs/_common/types.ts";
 import { validate } from "../config/index.ts";
-import type { ChatMessage } from "../clients/types.ts";
+import type { ChatMessage } from "../core/chat.ts";
 import { defineHarness } from "./loop.ts";
 import { reportedSuccess } from "./observation.ts";
 import type { Harness, TurnRecord } from "./types.ts";

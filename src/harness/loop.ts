@@ -10,7 +10,8 @@
  */
 import type { Observation } from "../../envs/_common/types.ts";
 import { abortError, isAbortError } from "../clients/errors.ts";
-import type { ChatMessage, Completion } from "../clients/types.ts";
+import type { ChatMessage } from "../core/chat.ts";
+import type { Completion } from "../clients/types.ts";
 import { DEFAULT_IMAGE_PLACEHOLDER, observationToMessage, reportedSuccess } from "./observation.ts";
 import type { EpisodeFinishReason, EpisodeRecord, Harness, HarnessRunOptions, TurnRecord } from "./types.ts";
 

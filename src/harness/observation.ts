@@ -3,8 +3,8 @@
  * images are put in their places, in order.
  */
 import type { EnvInfo, Observation } from "../../envs/_common/types.ts";
-import { VagenError } from "../errors.ts";
-import type { ChatMessage, ContentPart, Role } from "../clients/types.ts";
+import { VagenError } from "../core/errors.ts";
+import type { ChatMessage, ContentPart, Role } from "../core/chat.ts";
 
 export const DEFAULT_IMAGE_PLACEHOLDER = "<image>";
 

@@ -6,7 +6,7 @@
 import { existsSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 import { didYouMean } from "../config/index.ts";
 import { compactHarness } from "./compact.ts";
 import { concatHarness } from "./concat.ts";

@@ -4,7 +4,8 @@
  * masks; it records each turn faithfully so the rollout layer can.
  */
 import type { Env, EnvInfo, Observation } from "../../envs/_common/types.ts";
-import type { ChatMessage, Completion, InferenceClient, SamplingParams } from "../clients/types.ts";
+import type { ChatMessage } from "../core/chat.ts";
+import type { Completion, InferenceClient, SamplingParams } from "../clients/types.ts";
 
 export interface HarnessRunOptions {
   env: Env;

@@ -5,21 +5,44 @@
  *
  * Messages follow the transformers convention: `content` is a string or a list of parts
  * `{type: "text", text}` / `{type: "image"}`. Templates only place image markers; the
- * family's processor expands them to the right number of image tokens.
+ * family's processor expands them to the right number of image tokens. That shape
+ * (`TemplateMessage`) is the template's input only; everything above the models speaks
+ * `ChatMessage` (src/core/chat.ts, pixels inline), and `toTemplateMessages` converts.
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
-import { VagenError } from "../errors.ts";
+import type { ChatMessage } from "../core/chat.ts";
+import { VagenError } from "../core/errors.ts";
+import type { RGBImage } from "../core/image.ts";
 import { readJson } from "./tokenizer.ts";
 
-export type ChatRole = "system" | "user" | "assistant" | "tool";
+export type TemplateRole = "system" | "user" | "assistant" | "tool";
 
-export type ChatContentPart = { type: "text"; text: string } | { type: "image" };
+/** A content part as chat templates see it: text, or a marker where an image goes. */
+export type TemplateContentPart = { type: "text"; text: string } | { type: "image" };
 
-export interface ChatMessage {
-  role: ChatRole;
-  content: string | ChatContentPart[];
+/** A message in transformers' convention, the input of `ChatTemplate.render`. */
+export interface TemplateMessage {
+  role: TemplateRole;
+  content: string | TemplateContentPart[];
+}
+
+/**
+ * Chat messages as the template sees them: each image part becomes a marker, and the
+ * images come back apart, in order (pixels never go through the template engine).
+ */
+export function toTemplateMessages(messages: readonly ChatMessage[]): { messages: TemplateMessage[]; images: RGBImage[] } {
+  const images: RGBImage[] = [];
+  const converted = messages.map((m) => ({
+    role: m.role,
+    content: m.content.map((p): TemplateContentPart => {
+      if (p.type === "text") return { type: "text", text: p.text };
+      images.push(p.image);
+      return { type: "image" };
+    }),
+  }));
+  return { messages: converted, images };
 }
 
 export interface RenderOptions {
@@ -69,7 +92,7 @@ export class ChatTemplate {
     );
   }
 
-  render(messages: readonly ChatMessage[], opts: RenderOptions = {}): string {
+  render(messages: readonly TemplateMessage[], opts: RenderOptions = {}): string {
     try {
       return this.template.render({
         messages,
@@ -83,7 +106,7 @@ export class ChatTemplate {
 }
 
 /** Number of image parts in a message list (what the template will mark). */
-export function countImages(messages: readonly ChatMessage[]): number {
+export function countImages(messages: readonly TemplateMessage[]): number {
   let n = 0;
   for (const m of messages) if (Array.isArray(m.content)) for (const p of m.content) if (p.type === "image") n++;
   return n;

@@ -3,9 +3,9 @@
  * one model family (Qwen2.5-VL today). A family turns chat messages + images into a
  * `PromptInput`, and decodes batches of them through a `DecodeSession`.
  */
-import type { RGBImage } from "../../envs/_common/types.ts";
+import type { RGBImage } from "../core/image.ts";
 import type { DType, Device } from "../torch/index.ts";
-import type { ChatMessage } from "./chat-template.ts";
+import type { TemplateMessage } from "./chat-template.ts";
 import type { TextTokenizer } from "./tokenizer.ts";
 
 /** One encoded prompt: token ids (image markers expanded) and its images. */
@@ -32,7 +32,7 @@ export interface ChatModel {
   readonly device: Device;
   readonly dtype: DType;
   /** Render with the chat template (ending with the assistant header) and encode. */
-  encodeChat(messages: readonly ChatMessage[], images: readonly RGBImage[]): PromptInput;
+  encodeChat(messages: readonly TemplateMessage[], images: readonly RGBImage[]): PromptInput;
   startDecoding(prompts: readonly PromptInput[]): DecodeSession;
   dispose(): void;
 }

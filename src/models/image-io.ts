@@ -1,8 +1,8 @@
 /** Reading images from disk into the env contract's RGBImage (PNG via pngjs). */
 import { readFileSync } from "node:fs";
 import { PNG } from "pngjs";
-import type { RGBImage } from "../../envs/_common/types.ts";
-import { VagenError } from "../errors.ts";
+import type { RGBImage } from "../core/image.ts";
+import { VagenError } from "../core/errors.ts";
 
 /** Decode a PNG file to 8-bit RGB; alpha is dropped, as Pillow's convert("RGB") does. */
 export function readPng(path: string): RGBImage {

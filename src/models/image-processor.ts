@@ -11,8 +11,8 @@
  * still image is repeated across the temporal patch.
  */
 import * as v from "valibot";
-import type { RGBImage } from "../../envs/_common/types.ts";
-import { VagenError } from "../errors.ts";
+import type { RGBImage } from "../core/image.ts";
+import { VagenError } from "../core/errors.ts";
 import { resizeBicubic } from "./image-resize.ts";
 
 const CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073];

@@ -13,7 +13,7 @@
  * stores weights as int16 and picks, per dimension, the most bits for which the largest
  * weight still fits.
  */
-import type { RGBImage } from "../../envs/_common/types.ts";
+import type { RGBImage } from "../core/image.ts";
 
 export type ResizeFlavour = "torch" | "pillow";
 

@@ -4,7 +4,7 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 import type { ChatModel, LoadModelOptions, ModelFamily } from "./family.ts";
 import { Qwen25VLChatModel } from "./qwen2_5_vl/chat-model.ts";
 import { readJson } from "./tokenizer.ts";
@@ -12,7 +12,7 @@ import { readJson } from "./tokenizer.ts";
 export type { ChatModel, DecodeSession, LoadModelOptions, ModelFamily, PromptInput } from "./family.ts";
 export { generate, type GenerateOptions, type Generation } from "./generation.ts";
 export { TextTokenizer } from "./tokenizer.ts";
-export { ChatTemplate, type ChatMessage, type ChatContentPart } from "./chat-template.ts";
+export { ChatTemplate, toTemplateMessages, type TemplateMessage, type TemplateContentPart } from "./chat-template.ts";
 export { ConcatKVCache, type KVCache } from "./kv-cache.ts";
 export { ValueHead } from "./value-head.ts";
 export { readPng } from "./image-io.ts";

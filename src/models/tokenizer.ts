@@ -9,7 +9,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 
 export interface TokenizerFiles {
   /** Parsed tokenizer.json. */

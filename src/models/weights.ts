@@ -7,7 +7,7 @@ import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import * as torch from "../torch/index.ts";
 import type { DType, Device, Tensor } from "../torch/index.ts";
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 
 export type Weights = Map<string, Tensor>;
 

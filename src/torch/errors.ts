@@ -6,7 +6,7 @@
  * keeps running after one. `TorchUnavailableError` means the native layer could not be
  * loaded at all, and its hint says how to fix that.
  */
-import { VagenError } from "../errors.ts";
+import { VagenError } from "../core/errors.ts";
 
 export class TorchError extends VagenError {
   constructor(message: string) {

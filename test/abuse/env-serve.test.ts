@@ -12,7 +12,7 @@ import * as v from "valibot";
 import { RemoteEnv, remoteEnvConfigSchema } from "../../envs/remote/client.ts";
 import { encodeMultipart, requestContentType } from "../../envs/remote/multipart.ts";
 import { BINARY, haveBinary } from "../cli/binary.ts";
-import { pngWithHeader } from "../envs/fixtures/png-bomb.ts";
+import { pngWithHeader } from "../core/fixtures/png-bomb.ts";
 
 const TOKEN = "abuse-t0ken";
 

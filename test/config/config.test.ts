@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as v from "valibot";
 import { loadConfig, parseKeyValues, parseOverride, resolveConfig, resolveTree, validate } from "../../src/config/index.ts";
-import { VagenError } from "../../src/errors.ts";
+import { VagenError } from "../../src/core/errors.ts";
 
 const Schema = v.strictObject({
   name: v.string(),

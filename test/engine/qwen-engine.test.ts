@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { readPng } from "../../src/models/image-io.ts";
 import { loadEngine, type LoadedEngine } from "../../src/engine/load.ts";
 import { EngineClient, createEngineClient } from "../../src/clients/engine-client.ts";
-import type { ChatMessage } from "../../src/clients/types.ts";
+import type { ChatMessage } from "../../src/core/chat.ts";
 import type { Qwen25VLAdapter } from "../../src/engine/families/qwen2_5_vl.ts";
 import type { GenerationResult } from "../../src/engine/types.ts";
 import { FIXTURE_DIR, maxRelativeError, ref, refsJson } from "../models/fixture.ts";

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import { createImage } from "../../envs/_common/image.ts";
-import { pngDataUrl } from "../../envs/_common/png.ts";
+import { pngDataUrl } from "../../src/core/png.ts";
 import type { LoadedEngine } from "../../src/engine/load.ts";
 import { checkExposure, isLoopback } from "../../src/engine/server-auth.ts";
 import { readPngDimensions } from "../../src/engine/server-images.ts";

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import OpenAI from "openai";
-import { pngDataUrl } from "../../envs/_common/png.ts";
+import { pngDataUrl } from "../../src/core/png.ts";
 import { readPng } from "../../src/models/image-io.ts";
 import { loadEngine, type LoadedEngine } from "../../src/engine/load.ts";
 import { startServer } from "../../src/engine/server.ts";

@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as v from "valibot";
-import { decodePng } from "../../envs/_common/png.ts";
+import { decodePng } from "../../src/core/png.ts";
 import { RemoteEnv, remoteEnvConfigSchema } from "../../envs/remote/client.ts";
 import { parseKeyValues } from "../../src/config/index.ts";
 import { halfBlockLines } from "../../envs/cli/terminal-image.ts";

@@ -5,13 +5,13 @@
  */
 import { describe, expect, test } from "bun:test";
 import { finishCooperatively, finishNow, type Work } from "../../envs/_common/cooperative.ts";
-import { Rng } from "../../envs/_common/rng.ts";
+import { Rng } from "../../src/core/rng.ts";
 import { FrozenLakeEnv } from "../../envs/frozenlake/env.ts";
 import { generateRandomMap } from "../../envs/frozenlake/map.ts";
 import { SokobanEnv } from "../../envs/sokoban/env.ts";
 import { generateLevel, generateRoom, levelWork } from "../../envs/sokoban/generate.ts";
 import { shortestSolution } from "../../envs/sokoban/solver.ts";
-import { VagenError } from "../../src/errors.ts";
+import { VagenError } from "../../src/core/errors.ts";
 
 const answer = (actions: string) => `<think>x</think><answer>${actions}</answer>`;
 

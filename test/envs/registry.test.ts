@@ -3,7 +3,7 @@ import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { parse } from "yaml";
 import * as v from "valibot";
-import { VagenError } from "../../src/errors.ts";
+import { VagenError } from "../../src/core/errors.ts";
 import { BUILTIN_MODULES } from "../../envs/builtins.ts";
 import { createEnv, getEnvDefinition, listEnvs, registerEnv, registryReferences } from "../../envs/registry.ts";
 

@@ -10,8 +10,8 @@ import { createEnv } from "../../envs/registry.ts";
 import { RemoteEnv, RemoteEnvError, redactUrl, remoteEnvConfigSchema } from "../../envs/remote/client.ts";
 import { encodeMultipart, requestContentType } from "../../envs/remote/multipart.ts";
 import { EnvServer, isLoopback } from "../../envs/remote/server.ts";
-import { VagenError } from "../../src/errors.ts";
-import { pngWithHeader } from "./fixtures/png-bomb.ts";
+import { VagenError } from "../../src/core/errors.ts";
+import { pngWithHeader } from "../core/fixtures/png-bomb.ts";
 
 const servers: EnvServer[] = [];
 afterEach(async () => {

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { encodePng } from "../../envs/_common/png.ts";
+import { encodePng } from "../../src/core/png.ts";
 import type { Env } from "../../envs/_common/types.ts";
 import { createEnv } from "../../envs/registry.ts";
 import { RemoteEnv, RemoteEnvError, parseUrls, remoteEnvConfigSchema } from "../../envs/remote/client.ts";

@@ -7,7 +7,7 @@ import { applyMove, countBoxesOnTarget } from "../../envs/sokoban/dynamics.ts";
 import { PALETTE, SokobanImageRenderer, TILE_SIZE, renderText } from "../../envs/sokoban/render.ts";
 import { CELL, playerIndex, roomFromText, type SokobanRoom } from "../../envs/sokoban/room.ts";
 import { shortestSolution } from "../../envs/sokoban/solver.ts";
-import { Rng } from "../../envs/_common/rng.ts";
+import { Rng } from "../../src/core/rng.ts";
 
 const answer = (actions: string) => `<think>x</think><answer>${actions}</answer>`;
 

@@ -1,12 +1,12 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { decodePng } from "../../envs/_common/png.ts";
+import { decodePng } from "../../src/core/png.ts";
 import { InferenceError } from "../../src/clients/errors.ts";
 import { OpenAICompatibleClient, type OpenAIClientOptions } from "../../src/clients/openai-client.ts";
 import { buildRequestBody, parseCompletion, toWireMessage, type WirePart } from "../../src/clients/openai-wire.ts";
 import { RequestGate } from "../../src/clients/request-gate.ts";
 import { backoffDelay, DEFAULT_RETRY_POLICY, parseRetryAfter } from "../../src/clients/retry.ts";
-import type { ChatMessage } from "../../src/clients/types.ts";
-import { VagenError } from "../../src/errors.ts";
+import type { ChatMessage } from "../../src/core/chat.ts";
+import { VagenError } from "../../src/core/errors.ts";
 import { type FakeServer, type FakeServerOptions, startFakeOpenAIServer } from "./fake-openai-server.ts";
 import { solidImage } from "./fixtures/line-env.ts";
 

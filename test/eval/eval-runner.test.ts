@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { decodePng } from "../../envs/_common/png.ts";
+import { decodePng } from "../../src/core/png.ts";
 import { createEnv } from "../../envs/registry.ts";
 import { createClient } from "../../src/clients/config.ts";
 import { imageToDataUrl } from "../../src/clients/openai-wire.ts";

@@ -1,8 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import type { ChatMessage, Completion, InferenceClient, SamplingParams } from "../../src/clients/types.ts";
-import { messageText } from "../../src/clients/types.ts";
-import { VagenError } from "../../src/errors.ts";
+import type { ChatMessage } from "../../src/core/chat.ts";
+import type { Completion, InferenceClient, SamplingParams } from "../../src/clients/types.ts";
+import { messageText } from "../../src/core/chat.ts";
+import { VagenError } from "../../src/core/errors.ts";
 import { compactHarness } from "../../src/harness/compact.ts";
 import { concatHarness } from "../../src/harness/concat.ts";
 import { noConcatHarness } from "../../src/harness/no-concat.ts";

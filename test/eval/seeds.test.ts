@@ -4,10 +4,10 @@
  */
 import { describe, expect, test } from "bun:test";
 import { validate } from "../../src/config/index.ts";
-import { blake2b } from "../../src/evaluation/blake2b.ts";
+import { blake2b } from "../../src/core/blake2b.ts";
 import { checkEvalConfig, episodeSeeds, episodeSeedsForTag, EvalConfig } from "../../src/evaluation/config.ts";
-import { PythonRandom, pythonRange } from "../../src/evaluation/python-random.ts";
-import { directiveSeeds, pythonListRepr, type SeedDirective, seedRngSeed, type SeedStream } from "../../src/evaluation/seeds.ts";
+import { PythonRandom, pythonRange } from "../../src/core/python-random.ts";
+import { directiveSeeds, pythonListRepr, type SeedDirective, seedRngSeed, type SeedStream } from "../../src/core/seeds.ts";
 
 const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex");
 const ascii = (text: string) => new TextEncoder().encode(text);

@@ -16,7 +16,7 @@ import * as torch from "../../src/torch/index.ts";
 import type { DType, Device, Tensor } from "../../src/torch/index.ts";
 import { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
 import { readPng } from "../../src/models/image-io.ts";
-import type { ChatMessage } from "../../src/models/chat-template.ts";
+import type { TemplateMessage as ChatMessage } from "../../src/models/chat-template.ts";
 import { maxRelativeError, ref, refsJson, refTensors } from "./fixture.ts";
 
 export interface StageError {

@@ -11,7 +11,7 @@ import { ConcatKVCache } from "../../src/models/kv-cache.ts";
 import { generate } from "../../src/models/generation.ts";
 import { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
 import { Qwen25VLModel } from "../../src/models/qwen2_5_vl/model.ts";
-import type { ChatMessage } from "../../src/models/chat-template.ts";
+import type { TemplateMessage } from "../../src/models/chat-template.ts";
 import { readPng } from "../../src/models/image-io.ts";
 import { FIXTURE_DIR, maxRelativeError, ref, refsJson } from "./fixture.ts";
 import { BATCH_CASES, SINGLE_CASES, bf16RoundingScale, caseError, greedyFromIds, refGrids as grids, refRows, refTensor } from "./parity.ts";
@@ -70,7 +70,7 @@ describe("Qwen2.5-VL tiny, f32 on the CPU, against transformers", () => {
     for (const name of SINGLE_CASES) {
       const c = refs.cases[name]!;
       const images = (c.image_keys ?? []).map((k) => readPng(join(FIXTURE_DIR, refs.images[k]!.file)));
-      const prompt = chat.encodeChat(c.messages as ChatMessage[], images);
+      const prompt = chat.encodeChat(c.messages as TemplateMessage[], images);
       expect(prompt.inputIds).toEqual(c.input_ids!);
       // transformers generated from the processor's exact pixel values; so do we.
       if (prompt.processed) prompt.processed.pixelValues = Float32Array.from(ref(`${name}.pixel_values`).values);
@@ -83,7 +83,7 @@ describe("Qwen2.5-VL tiny, f32 on the CPU, against transformers", () => {
     const chat = tinyChat();
     const prompts = ["text", "one_image", "two_images"].map((name) => {
       const c = refs.cases[name]!;
-      return chat.encodeChat(c.messages as ChatMessage[], (c.image_keys ?? []).map((k) => readPng(join(FIXTURE_DIR, refs.images[k]!.file))));
+      return chat.encodeChat(c.messages as TemplateMessage[], (c.image_keys ?? []).map((k) => readPng(join(FIXTURE_DIR, refs.images[k]!.file))));
     });
     const opts = { maxTokens: 6, temperature: 0, topP: 1, seed: 0, stopTokenIds: [] };
     const batched = torch.noGrad(() => generate(chat, prompts, opts)).map((g) => g.tokenIds);

@@ -2,12 +2,12 @@ import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { ChatTemplate, type ChatMessage } from "../../src/models/chat-template.ts";
+import { ChatTemplate, type TemplateMessage } from "../../src/models/chat-template.ts";
 import { DEFAULT_IMAGE_PROCESSOR, imageGrid, processImages } from "../../src/models/image-processor.ts";
 import { readPng } from "../../src/models/image-io.ts";
 import { Qwen25VLProcessor, checkImageTokens } from "../../src/models/qwen2_5_vl/processor.ts";
 import { TextTokenizer } from "../../src/models/tokenizer.ts";
-import { VagenError } from "../../src/errors.ts";
+import { VagenError } from "../../src/core/errors.ts";
 import { FIXTURE_DIR, refsJson } from "./fixture.ts";
 
 const refs = refsJson();
@@ -60,7 +60,7 @@ describe("ChatTemplate", () => {
   test("renders the fixture's conversations exactly like transformers", () => {
     for (const c of Object.values(refs.cases)) {
       if (!c.messages) continue;
-      expect(template.render(c.messages as ChatMessage[], { addGenerationPrompt: true })).toBe(c.prompt_text!);
+      expect(template.render(c.messages as TemplateMessage[], { addGenerationPrompt: true })).toBe(c.prompt_text!);
     }
   });
 
@@ -83,11 +83,11 @@ describe("Qwen25VLProcessor", () => {
   for (const name of ["text", "one_image", "two_images"]) {
     test(`token ids match transformers' processor for ${name}`, () => {
       const c = refs.cases[name]!;
-      const out = processor.encodeChat(c.messages as ChatMessage[], (c.image_keys ?? []).map((k) => image(k)));
+      const out = processor.encodeChat(c.messages as TemplateMessage[], (c.image_keys ?? []).map((k) => image(k)));
       expect(out.inputIds).toEqual(c.input_ids!);
       expect((out.images?.gridThw ?? []) as number[][]).toEqual(c.image_grid_thw ?? []);
       // Grids only (no pixel work) give the same tokens and grids.
-      const lazy = processor.encodeChat(c.messages as ChatMessage[], (c.image_keys ?? []).map((k) => image(k)), { pixels: false });
+      const lazy = processor.encodeChat(c.messages as TemplateMessage[], (c.image_keys ?? []).map((k) => image(k)), { pixels: false });
       expect(lazy.images).toBeUndefined();
       expect(lazy.inputIds).toEqual(c.input_ids!);
       expect(lazy.gridThw as number[][]).toEqual(c.image_grid_thw ?? []);
@@ -102,7 +102,7 @@ describe("Qwen25VLProcessor", () => {
   });
 
   test("refuses images that the messages do not mark", () => {
-    const msgs: ChatMessage[] = [{ role: "user", content: "no image here" }];
+    const msgs: TemplateMessage[] = [{ role: "user", content: "no image here" }];
     expect(() => processor.encodeChat(msgs, [image("b")])).toThrow(/mark 0 image\(s\) but 1/);
   });
 

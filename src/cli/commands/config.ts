@@ -6,7 +6,7 @@
 import type { Command } from "commander";
 import { stringify } from "yaml";
 import { configKind, configKinds, didYouMean, redactSecrets, redactText, resolveConfig, validateResolved } from "../../config/index.ts";
-import { VagenError } from "../../errors.ts";
+import { VagenError } from "../../core/errors.ts";
 
 export function register(program: Command): void {
   const config = program.command("config").description("inspect config files");

@@ -6,7 +6,7 @@
  */
 import type { Command } from "commander";
 import { readFileSync } from "node:fs";
-import { VagenError } from "../../errors.ts";
+import { VagenError } from "../../core/errors.ts";
 import { VERSION } from "../../version.ts";
 
 export interface DoctorCheck {

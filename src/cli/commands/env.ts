@@ -5,9 +5,9 @@
  */
 import type { Command } from "commander";
 import { writeFileSync } from "node:fs";
-import { VagenError } from "../../errors.ts";
+import { VagenError } from "../../core/errors.ts";
 import { configDefaults, configKeys } from "../../../envs/_common/config.ts";
-import { encodePng } from "../../../envs/_common/png.ts";
+import { encodePng } from "../../core/png.ts";
 import { parseKeyValues } from "../../config/index.ts";
 import { play } from "../../../envs/cli/play.ts";
 import { readLines, replay } from "../../../envs/cli/replay.ts";

@@ -5,7 +5,7 @@
 import type { Command } from "commander";
 import { createEnv } from "../../../envs/registry.ts";
 import { createClient } from "../../clients/config.ts";
-import { VagenError } from "../../errors.ts";
+import { VagenError } from "../../core/errors.ts";
 import { loadEvalConfig } from "../../evaluation/config.ts";
 import { summaryPath } from "../../evaluation/layout.ts";
 import { BarReporter, type EvalReporter, LogReporter } from "../../evaluation/progress.ts";

@@ -6,8 +6,8 @@
 import type { Command } from "commander";
 import { closeSync, existsSync, openSync, readSync } from "node:fs";
 import { join } from "node:path";
-import { VagenError } from "../../errors.ts";
-import type { ChatContentPart, ChatMessage } from "../../models/chat-template.ts";
+import { VagenError } from "../../core/errors.ts";
+import type { TemplateContentPart, TemplateMessage } from "../../models/chat-template.ts";
 import type { DType } from "../../torch/index.ts";
 import { integerFlag, numberFlag } from "../flags.ts";
 
@@ -111,8 +111,8 @@ export function register(program: Command): void {
       const images = flags.image.map(readPng);
       const model = loadChatModel(dir, { device, dtype });
       try {
-        const content: ChatContentPart[] = [...images.map(() => ({ type: "image" as const })), { type: "text", text: flags.prompt }];
-        const messages: ChatMessage[] = [...(flags.system !== undefined ? [{ role: "system" as const, content: flags.system }] : []), { role: "user", content }];
+        const content: TemplateContentPart[] = [...images.map(() => ({ type: "image" as const })), { type: "text", text: flags.prompt }];
+        const messages: TemplateMessage[] = [...(flags.system !== undefined ? [{ role: "system" as const, content: flags.system }] : []), { role: "user", content }];
         const prompt = model.encodeChat(messages, images);
         const limit = maxPositions(dir, readJson as (path: string) => Record<string, unknown>);
         if (limit !== undefined && prompt.inputIds.length + flags.maxTokens > limit) {

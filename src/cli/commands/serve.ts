@@ -1,6 +1,6 @@
 /** `vagen serve MODEL_DIR`: an OpenAI-compatible chat API over the in-process engine. */
 import type { Command } from "commander";
-import { VagenError } from "../../errors.ts";
+import { VagenError } from "../../core/errors.ts";
 import { checkExposure } from "../../engine/server-auth.ts";
 
 interface ServeFlags {

@@ -9,12 +9,12 @@
  */
 import * as torch from "../../torch/index.ts";
 import type { Tensor } from "../../torch/index.ts";
-import type { RGBImage } from "../../../envs/_common/types.ts";
-import type { ChatMessage as ModelChatMessage, ChatContentPart } from "../../models/chat-template.ts";
+import type { RGBImage } from "../../core/image.ts";
+import { toTemplateMessages } from "../../models/chat-template.ts";
 import { mergedTokenCount, processImages } from "../../models/image-processor.ts";
 import type { Qwen25VLChatModel } from "../../models/qwen2_5_vl/chat-model.ts";
 import { computeRopeIndex } from "../../models/qwen2_5_vl/rope-index.ts";
-import type { ChatMessage } from "../../clients/types.ts";
+import type { ChatMessage } from "../../core/chat.ts";
 import type { AttentionBackend, ModelAdapter, ModelSpec } from "../adapter.ts";
 import type { ChatPromptBuilder } from "../chat.ts";
 import { imageKey } from "../prompt.ts";
@@ -68,15 +68,7 @@ export class Qwen25VLAdapter implements ModelAdapter, ChatPromptBuilder {
   // ---- ChatPromptBuilder ----------------------------------------------------------------
 
   buildPrompt(messages: readonly ChatMessage[]): Prompt {
-    const images: RGBImage[] = [];
-    const converted: ModelChatMessage[] = messages.map((m) => ({
-      role: m.role,
-      content: m.content.map((p): ChatContentPart => {
-        if (p.type === "text") return { type: "text", text: p.text };
-        images.push(p.image);
-        return { type: "image" };
-      }),
-    }));
+    const { messages: converted, images } = toTemplateMessages(messages);
     const encoded = this.chat.processor.encodeChat(converted, images, { addGenerationPrompt: true, pixels: false });
     const tokenIds = encoded.inputIds;
     const promptImages: PromptImage[] = [];

@@ -5,11 +5,11 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import type { RGBImage } from "../../../envs/_common/types.ts";
+import type { RGBImage } from "../../core/image.ts";
 import * as torch from "../../torch/index.ts";
 import type { DType, Device, Tensor } from "../../torch/index.ts";
 import { validate } from "../../config/index.ts";
-import { ChatTemplate, type ChatMessage } from "../chat-template.ts";
+import { ChatTemplate, type TemplateMessage } from "../chat-template.ts";
 import type { ChatModel, DecodeSession, LoadModelOptions, PromptInput } from "../family.ts";
 import { DEFAULT_IMAGE_PROCESSOR, imageProcessorOptions, PreprocessorConfigSchema, processImages, type ImageProcessorOptions, type ProcessedImages } from "../image-processor.ts";
 import { ConcatKVCache } from "../kv-cache.ts";
@@ -68,7 +68,7 @@ export class Qwen25VLChatModel implements ChatModel {
     return this.model.dtype;
   }
 
-  encodeChat(messages: readonly ChatMessage[], images: readonly RGBImage[]): Qwen25VLPrompt {
+  encodeChat(messages: readonly TemplateMessage[], images: readonly RGBImage[]): Qwen25VLPrompt {
     const encoded = this.processor.encodeChat(messages, images, { addGenerationPrompt: true });
     return { inputIds: encoded.inputIds, images, processed: encoded.images };
   }

@@ -8,7 +8,7 @@ import * as v from "valibot";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { validate } from "../../config/index.ts";
-import { VagenError } from "../../errors.ts";
+import { VagenError } from "../../core/errors.ts";
 import { readJson } from "../tokenizer.ts";
 
 const PositiveInt = v.pipe(v.number(), v.integer(), v.minValue(1));

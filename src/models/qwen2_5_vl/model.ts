@@ -12,7 +12,7 @@
  */
 import * as torch from "../../torch/index.ts";
 import type { DType, Device, Tensor } from "../../torch/index.ts";
-import { VagenError } from "../../errors.ts";
+import { VagenError } from "../../core/errors.ts";
 import type { KVCache } from "../kv-cache.ts";
 import { loadWeights, type Weights } from "../weights.ts";
 import { loadQwen25VLConfig, type Qwen25VLConfig } from "./config.ts";

@@ -4,9 +4,9 @@
  * processor's pixel values and grids. Mirrors transformers' Qwen2_5_VLProcessor, and
  * checks that image markers, images and image tokens agree before anything runs.
  */
-import type { RGBImage } from "../../../envs/_common/types.ts";
-import { VagenError } from "../../errors.ts";
-import { countImages, type ChatMessage, type ChatTemplate } from "../chat-template.ts";
+import type { RGBImage } from "../../core/image.ts";
+import { VagenError } from "../../core/errors.ts";
+import { countImages, type ChatTemplate, type TemplateMessage as ChatMessage } from "../chat-template.ts";
 import { imageGrid, mergedTokenCount, processImages, type ImageProcessorOptions, type ProcessedImages } from "../image-processor.ts";
 import type { TextTokenizer } from "../tokenizer.ts";
 

@@ -1,8 +1,8 @@
 /** The PNG header check every decoder of untrusted images goes through. */
 import { describe, expect, test } from "bun:test";
 import { deflateSync } from "node:zlib";
-import { checkPngSize, PngFormatError, PngTooLargeError, readPngSize } from "../../envs/_common/image.ts";
-import { decodePng, encodePng } from "../../envs/_common/png.ts";
+import { checkPngSize, PngFormatError, PngTooLargeError, readPngSize } from "../../src/core/png-size.ts";
+import { decodePng, encodePng } from "../../src/core/png.ts";
 import { pngWithHeader } from "./fixtures/png-bomb.ts";
 
 describe("PNG header check", () => {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { Rng, nextRetrySeed, stableHash32, toSeed32 } from "../../envs/_common/rng.ts";
+import { Rng, nextRetrySeed, stableHash32, toSeed32 } from "../../src/core/rng.ts";
 
 describe("seeded randomness", () => {
   test("the stream for a seed is pinned (same on every machine)", () => {

@@ -1,5 +1,5 @@
 /**
- * Seeded randomness for environments.
+ * Seeded randomness for environments (and anything else that must replay exactly).
  *
  * Levels must be identical on every machine and every run for the same seed, so envs never
  * touch `Math.random`. The generator is sfc32 (Chris Doty-Humphrey's "small fast counter",

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { PNG } from "pngjs";
-import { decodePng, encodePng, pngDataUrl } from "../../envs/_common/png.ts";
+import { decodePng, encodePng, pngDataUrl } from "../../src/core/png.ts";
 
 test("PNG round trip keeps every pixel", () => {
   const img = { width: 5, height: 3, data: new Uint8Array(45).map((_, i) => (i * 37) % 256) };

@@ -1,11 +1,11 @@
 /**
- * PNG encoding and decoding of observation images (pure JS through pngjs, so it works the
- * same inside the compiled binary).
+ * PNG encoding and decoding of images: env observations, eval dumps, HTTP message images
+ * (pure JS through pngjs, so it works the same inside the compiled binary).
  */
 import { inflateSync } from "node:zlib";
 import { PNG } from "pngjs";
-import { checkPngSize, DEFAULT_MAX_PNG_PIXELS, PngFormatError } from "./image.ts";
-import type { RGBImage } from "./types.ts";
+import type { RGBImage } from "./image.ts";
+import { checkPngSize, DEFAULT_MAX_PNG_PIXELS, PngFormatError } from "./png-size.ts";
 
 /**
  * Encodes an RGB image as an 8-bit RGB PNG (colour type 2, no alpha).

@@ -15,7 +15,7 @@
  * written as Python prints a list ("[0, 128, 1]"). Any change to those inputs (including
  * the env's position in the config) gives a different, unrelated seed list.
  */
-import { VagenError } from "../errors.ts";
+import { VagenError } from "./errors.ts";
 import { blake2b } from "./blake2b.ts";
 import { PythonRandom, pythonRange } from "./python-random.ts";
 

@@ -1,0 +1,33 @@
+/**
+ * The chat message every layer above the models speaks: harnesses build them, clients
+ * send them, the engine turns them into prompts and `vagen serve` parses them from
+ * requests. Images travel as RGB pixels, not URLs, so an in-process engine feeds them to
+ * the vision tower without a PNG round trip; only an HTTP client encodes them.
+ *
+ * A chat template sees a different shape (`TemplateMessage` in src/models/chat-template.ts:
+ * transformers' JSON with image markers instead of pixels); a family's prompt builder
+ * converts one to the other.
+ */
+import type { RGBImage } from "./image.ts";
+
+export type Role = "system" | "user" | "assistant";
+
+export type ContentPart = { type: "text"; text: string } | { type: "image"; image: RGBImage };
+
+export interface ChatMessage {
+  role: Role;
+  content: ContentPart[];
+}
+
+export function textPart(text: string): ContentPart {
+  return { type: "text", text };
+}
+
+export function imagePart(image: RGBImage): ContentPart {
+  return { type: "image", image };
+}
+
+/** The message's text parts joined, images left out. */
+export function messageText(message: ChatMessage): string {
+  return message.content.map((p) => (p.type === "text" ? p.text : "")).join("");
+}
