@@ -14,7 +14,6 @@
  *   decode-graphs.ts CUDA-graph decode steps per (batch bucket, attention window)
  *   sampler.ts       greedy / temperature / top-k / top-p sampling on the device
  *   adapter.ts       what a model family provides (families/ has Qwen2.5-VL)
- *   server.ts        the OpenAI-compatible HTTP API of `vagen serve`
  */
 export { Engine, type EngineOptions } from "./engine.ts";
 export type { ModelAdapter, ModelSpec, AttentionBackend } from "./adapter.ts";
@@ -22,6 +21,5 @@ export type { ChatPromptBuilder } from "./chat.ts";
 export { ModelRunner, type ModelRunnerOptions } from "./model-runner.ts";
 export { SlotKvCache, planKvCache, kvBytesPerToken, type KvCachePlan } from "./kv-cache.ts";
 export { loadEngine, createEngine, EngineSettings, describePlan, type LoadedEngine } from "./load.ts";
-export { startServer, type ServerOptions } from "./server.ts";
 export { imageKey } from "./prompt.ts";
 export type * from "./types.ts";

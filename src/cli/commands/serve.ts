@@ -1,7 +1,7 @@
 /** `vagen serve MODEL_DIR`: an OpenAI-compatible chat API over the in-process engine. */
 import type { Command } from "commander";
 import { VagenError } from "../../core/errors.ts";
-import { checkExposure } from "../../engine/server-auth.ts";
+import { checkExposure } from "../../serve/auth.ts";
 
 interface ServeFlags {
   port: string;
@@ -81,7 +81,7 @@ export function register(program: Command): void {
       };
       // Loaded here, not at startup: commands that never touch tensors must not need libtorch.
       const { describePlan, loadEngine } = await import("../../engine/load.ts");
-      const { startServer } = await import("../../engine/server.ts");
+      const { startServer } = await import("../../serve/server.ts");
       const loaded = loadEngine(modelDir, {
         device: flags.device,
         dtype: flags.dtype as (typeof DTYPES)[number] | undefined,

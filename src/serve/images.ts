@@ -6,7 +6,7 @@
  */
 import { decodePng } from "../core/png.ts";
 import type { RGBImage } from "../core/image.ts";
-import { badRequest } from "./server-http.ts";
+import { badRequest } from "./http.ts";
 
 export interface PixelLimits {
   /** Most pixels one image may have. */

@@ -8,7 +8,7 @@
  * Extensions beyond the OpenAI schema, all optional: `top_k`, `stop_token_ids`,
  * `ignore_eos`, `return_token_ids` (adds the generated ids to each choice) and vLLM's
  * `return_tokens_as_token_ids`. Parameters the engine cannot honour are refused with a
- * 400 naming them (server-request.ts). Multi-turn conversations reuse their KV cache: a
+ * 400 naming them (request.ts). Multi-turn conversations reuse their KV cache: a
  * request whose messages continue an earlier answer's conversation continues that engine
  * session.
  *
@@ -20,13 +20,13 @@
  */
 import { EngineClient } from "../clients/engine-client.ts";
 import { VagenError } from "../core/errors.ts";
-import type { ChatPromptBuilder } from "./chat.ts";
-import type { Engine } from "./engine.ts";
-import { bearerGuard } from "./server-auth.ts";
-import { badRequest, errorJson, HttpError, readJsonBody, requireJsonContentType } from "./server-http.ts";
-import { beginRequest, type RequestLogEntry, type RequestLogOptions } from "./server-log.ts";
-import { checkModelName, parseChatRequest, toChatMessages, toSampling, type PromptSizeLimits } from "./server-request.ts";
-import { completionBody, streamResponse, type ResponseContext } from "./server-response.ts";
+import type { ChatPromptBuilder } from "../engine/chat.ts";
+import type { Engine } from "../engine/engine.ts";
+import { bearerGuard } from "./auth.ts";
+import { badRequest, errorJson, HttpError, readJsonBody, requireJsonContentType } from "./http.ts";
+import { beginRequest, type RequestLogEntry, type RequestLogOptions } from "./log.ts";
+import { checkModelName, parseChatRequest, toChatMessages, toSampling, type PromptSizeLimits } from "./request.ts";
+import { completionBody, streamResponse, type ResponseContext } from "./response.ts";
 
 export interface ServeLimits {
   /** Largest request body in bytes (413 beyond it). */

@@ -8,8 +8,8 @@ import OpenAI from "openai";
 import { createImage } from "../../envs/_common/image.ts";
 import { pngDataUrl } from "../../src/core/png.ts";
 import type { LoadedEngine } from "../../src/engine/load.ts";
-import { checkExposure, isLoopback } from "../../src/engine/server-auth.ts";
-import { readPngDimensions } from "../../src/engine/server-images.ts";
+import { checkExposure, isLoopback } from "../../src/serve/auth.ts";
+import { readPngDimensions } from "../../src/serve/images.ts";
 import { dataUrl, pngHeaderOnly } from "../abuse/serve-png.ts";
 import { hello, loadFixtureEngine, post, startTestServer, type TestServer } from "./serve-fixture.ts";
 

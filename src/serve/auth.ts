@@ -5,7 +5,7 @@
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import { VagenError } from "../core/errors.ts";
-import { errorJson } from "./server-http.ts";
+import { errorJson } from "./http.ts";
 
 /**
  * A check of requests against `apiKey`, or undefined when the server is open. The answer

@@ -4,9 +4,9 @@
  */
 import type { EngineClient } from "../clients/engine-client.ts";
 import type { ChatMessage } from "../core/chat.ts";
-import type { ChatRequest } from "./server-request.ts";
-import type { RequestLogEntry } from "./server-log.ts";
-import type { GenerationResult, SamplingOptions } from "./types.ts";
+import type { ChatRequest } from "./request.ts";
+import type { RequestLogEntry } from "./log.ts";
+import type { GenerationResult, SamplingOptions } from "../engine/types.ts";
 
 /** How one request's answer is written. */
 export interface ResponseContext {

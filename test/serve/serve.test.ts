@@ -8,7 +8,7 @@ import OpenAI from "openai";
 import { pngDataUrl } from "../../src/core/png.ts";
 import { readPng } from "../../src/models/image-io.ts";
 import { loadEngine, type LoadedEngine } from "../../src/engine/load.ts";
-import { startServer } from "../../src/engine/server.ts";
+import { startServer } from "../../src/serve/server.ts";
 import { FIXTURE_DIR, refsJson } from "../models/fixture.ts";
 
 const refs = refsJson();

@@ -4,7 +4,7 @@
  * kept in memory.
  */
 import { loadEngine, type LoadedEngine } from "../../src/engine/load.ts";
-import { startServer, type ServerOptions } from "../../src/engine/server.ts";
+import { startServer, type ServerOptions } from "../../src/serve/server.ts";
 import { FIXTURE_DIR } from "../models/fixture.ts";
 
 export interface TestServer {

@@ -9,9 +9,9 @@
  */
 import * as v from "valibot";
 import type { ChatMessage, ContentPart } from "../core/chat.ts";
-import { badRequest } from "./server-http.ts";
-import { decodeImages, readImagePart, type PendingImage, type PixelLimits } from "./server-images.ts";
-import type { SamplingOptions } from "./types.ts";
+import { badRequest } from "./http.ts";
+import { decodeImages, readImagePart, type PendingImage, type PixelLimits } from "./images.ts";
+import type { SamplingOptions } from "../engine/types.ts";
 
 const TextPart = v.object({ type: v.literal("text"), text: v.string() });
 const ImageUrl = v.object({ url: v.string(), detail: v.optional(v.nullable(v.string())) });
