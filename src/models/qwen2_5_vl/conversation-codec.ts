@@ -1,0 +1,40 @@
+/**
+ * Qwen2.5-VL behind the conversation's codec seam: the processor's tokenizer and its
+ * image-pad expansion (each `<|image_pad|>` marker becomes the image's merged-token
+ * count of pad ids), and the chat template's framing.
+ */
+import type { RGBImage } from "../../core/image.ts";
+import { ChatFraming } from "../chat-framing.ts";
+import type { ConversationCodec, EncodedText } from "../conversation.ts";
+import { mergedTokenCount } from "../image-processor.ts";
+import type { Qwen25VLProcessor } from "./processor.ts";
+
+export class Qwen25VLConversationCodec implements ConversationCodec {
+  readonly framing: ChatFraming;
+
+  constructor(readonly processor: Qwen25VLProcessor) {
+    this.framing = new ChatFraming(processor.template);
+  }
+
+  encodeText(text: string, images: readonly RGBImage[]): EncodedText {
+    // Grids only: they fix the token ids; pixels are processed by whoever runs the vision tower.
+    const encoded = this.processor.encodeText(text, images, { pixels: false });
+    const { imageTokenId } = this.processor;
+    const mergeSize = this.processor.imageOptions.mergeSize;
+    const spans: EncodedText["images"] = [];
+    let cursor = 0;
+    encoded.gridThw.forEach((grid) => {
+      // The pad id comes only from markers (encodeText checked one per image), so the
+      // next run of pads after the previous image is this image's.
+      const offset = encoded.inputIds.indexOf(imageTokenId, cursor);
+      const length = mergedTokenCount(grid, mergeSize);
+      spans.push({ offset, length, grid });
+      cursor = offset + length;
+    });
+    return { tokenIds: encoded.inputIds, images: spans };
+  }
+
+  decode(ids: readonly number[]): string {
+    return this.processor.tokenizer.decode(ids, { skipSpecialTokens: true });
+  }
+}
