@@ -275,8 +275,20 @@ export class Engine {
   private start(w: Waiting, lease: SlotLease): void {
     const prompt = w.request.prompt;
     const n = prompt.tokenIds.length;
+    const shared = sharedPrefixLength(lease.contents.tokens, lease.contents.images, prompt);
+    if (w.request.continuesSession && shared < lease.contents.tokens.length) {
+      this.pool.finish(lease, { tokens: [], images: [] });
+      if (lease.sessionId !== undefined) this.pool.release(lease.sessionId);
+      w.reject(
+        new VagenError(
+          `session ${JSON.stringify(lease.sessionId)}: the prompt does not continue the session's ${lease.contents.tokens.length} cached tokens (they differ from token ${shared} on)`,
+          "a continuing request must send the previous prompt and every sampled id unchanged, then the new tokens",
+        ),
+      );
+      return;
+    }
     // The last prompt token always runs, since its logits give the first new token.
-    const cached = Math.min(sharedPrefixLength(lease.contents.tokens, lease.contents.images, prompt), n - 1);
+    const cached = Math.min(shared, n - 1);
     const stopIds = new Set<number>(w.sampling.ignoreStopTokens ? [] : [...(this.options.eosTokenIds ?? []), ...w.sampling.stopTokenIds]);
     const seq: Sequence = {
       seqId: this.nextSeqId++,

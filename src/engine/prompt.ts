@@ -2,7 +2,6 @@
  * Prompt helpers: how much of a new prompt a session's cached KV already covers, and
  * content keys for images.
  */
-import type { RGBImage } from "../core/image.ts";
 import type { Prompt, PromptImage } from "./types.ts";
 
 /** Where an image sits in a cached token sequence, and which pixels it was. */
@@ -40,10 +39,7 @@ export function sharedPrefixLength(
 }
 
 /** A content hash of an image's pixels (and size), used to match cached images. */
-export function imageKey(image: RGBImage): string {
-  const h = Bun.hash.wyhash(image.data, BigInt(image.width * 65536 + image.height));
-  return `${image.width}x${image.height}:${h.toString(16)}`;
-}
+export { imageKey } from "../models/image-key.ts";
 
 /** The images of `prompt` whose placeholder tokens overlap [from, end). */
 export function imagesFrom(prompt: Prompt, from: number): PromptImage[] {

@@ -18,7 +18,14 @@ export interface PromptImage {
    * images are identical, since every image uses the same placeholder token id.
    */
   key: string;
-  /** Family-specific preprocessing result (e.g. patch grid), opaque to the engine. */
+  /**
+   * The image's patch grid as the family's processor computed it (Qwen2.5-VL: [t, h, w]);
+   * it fixes the placeholder count. Opaque to the engine, read by the family's adapter.
+   * A token-level conversation's image spans (src/models/conversation.ts) carry it too,
+   * so a conversation's prompt is a `Prompt` as it stands.
+   */
+  grid?: readonly number[];
+  /** Family-specific preprocessing result, opaque to the engine. */
   extra?: unknown;
 }
 
@@ -60,6 +67,15 @@ export interface GenerateRequest {
    * request ends, so the next turn only prefills the tokens that differ from it.
    */
   sessionId?: string;
+  /**
+   * The prompt continues the session's previous turn as it was generated (a token-level
+   * conversation, src/models/conversation.ts: the previous prompt, the sampled ids, then
+   * new tokens). The engine then requires the session's cached tokens to be a prefix of
+   * the prompt and fails the request (dropping the session) where they are not, instead
+   * of quietly re-prefilling from the first difference. An evicted session has nothing
+   * cached and is re-prefilled as usual.
+   */
+  continuesSession?: boolean;
   signal?: AbortSignal;
   /** Called once per generated token, in order (streaming). */
   onToken?: (event: TokenEvent) => void;

@@ -9,7 +9,7 @@
  */
 import * as torch from "../../torch/index.ts";
 import type { Tensor } from "../../torch/index.ts";
-import type { RGBImage } from "../../core/image.ts";
+import { VagenError } from "../../core/errors.ts";
 import { toTemplateMessages } from "../../models/chat-template.ts";
 import { mergedTokenCount, processImages } from "../../models/image-processor.ts";
 import type { Qwen25VLChatModel } from "../../models/qwen2_5_vl/chat-model.ts";
@@ -21,13 +21,16 @@ import { imageKey } from "../prompt.ts";
 import type { Prompt, PromptImage } from "../types.ts";
 
 /**
- * Per image: its patch grid (which fixes the prompt's tokens) and the image itself. Pixels
- * are processed only when the vision tower runs on it, so images a session's cached
- * prefix already holds cost nothing on the host either.
+ * An image's (t, h, w) patch grid, which fixes its placeholder count and positions. Pixels
+ * are processed only when the vision tower runs on the image, so images a session's
+ * cached prefix already holds cost nothing on the host either.
  */
-interface QwenImageInput {
-  grid: [number, number, number];
-  image: RGBImage;
+function gridOf(image: PromptImage): [number, number, number] {
+  const grid = image.grid;
+  if (!grid || grid.length !== 3) {
+    throw new VagenError(`a Qwen2.5-VL prompt image at token ${image.offset} has no (t, h, w) patch grid (got ${JSON.stringify(grid)})`);
+  }
+  return [grid[0]!, grid[1]!, grid[2]!];
 }
 
 /** Qwen2.5-VL's published max_position_embeddings. */
@@ -79,8 +82,7 @@ export class Qwen25VLAdapter implements ModelAdapter, ChatPromptBuilder {
       const grid = encoded.gridThw[i]!;
       const count = mergedTokenCount(grid, merge);
       const offset = tokenIds.indexOf(imageId, cursor);
-      const extra: QwenImageInput = { grid, image };
-      promptImages.push({ image, offset, length: count, key: imageKey(image), extra });
+      promptImages.push({ image, offset, length: count, key: imageKey(image), grid });
       cursor = offset + count;
     });
     return { tokenIds, images: promptImages };
@@ -95,7 +97,7 @@ export class Qwen25VLAdapter implements ModelAdapter, ChatPromptBuilder {
   promptPositions(prompt: Prompt): number[][] {
     const { positionIds } = computeRopeIndex({
       inputIds: [prompt.tokenIds],
-      imageGridThw: prompt.images.map((i) => (i.extra as QwenImageInput).grid),
+      imageGridThw: prompt.images.map(gridOf),
       imageTokenId: this.chat.model.config.imageTokenId,
       spatialMergeSize: this.chat.model.config.vision.spatialMergeSize,
     });
@@ -111,10 +113,9 @@ export class Qwen25VLAdapter implements ModelAdapter, ChatPromptBuilder {
       const lo = Math.max(image.offset, from);
       const hi = image.offset + image.length;
       if (hi <= lo) continue;
-      const input = image.extra as QwenImageInput;
-      const processed = processImages([input.image], this.chat.imageOptions);
+      const processed = processImages([image.image], this.chat.imageOptions);
       const pixels = torch.tensor(processed.pixelValues, [processed.numPatches, processed.patchDim], { device });
-      const features = this.chat.model.encodeImages(pixels, [input.grid]);
+      const features = this.chat.model.encodeImages(pixels, [gridOf(image)]);
       this.imagesEncoded++;
       x.narrow(0, lo - from, hi - lo).copy_(features.narrow(0, lo - image.offset, hi - lo).to(x.dtype));
     }
