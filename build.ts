@@ -22,6 +22,7 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join, relative } from "node:path";
+import { ShimAbiError, syncShimBindings } from "./scripts/shim-bindings.ts";
 
 const ROOT = import.meta.dir;
 const BUILD = join(ROOT, "build");
@@ -242,7 +243,22 @@ async function pool<T>(tasks: (() => Promise<T>)[], limit: number): Promise<T[]>
   return results;
 }
 
+/**
+ * Regenerates src/torch's symbol table and op codes from ffi/ when they are stale, and
+ * stops the build on an unguarded entry point or an ABI change without a version bump.
+ */
+function syncBindings(): void {
+  try {
+    const { abi, stale } = syncShimBindings();
+    if (stale.length > 0) log(`regenerated ${stale.join(", ")} from ffi/ (ABI version ${abi.version})`);
+  } catch (err) {
+    if (err instanceof ShimAbiError) fail(err.message);
+    throw err;
+  }
+}
+
 export async function buildShim(force = false): Promise<Libtorch> {
+  syncBindings();
   const lt = findLibtorch();
   log(`libtorch ${lt.version} from ${lt.origin} (${lt.root})${lt.cuda ? " with CUDA" : ", CPU only"}`);
   mkdirSync(OBJ, { recursive: true });

@@ -83,8 +83,17 @@ VT_API int32_t vt_autograd_grad(const double* outputs, const double* grad_output
   VT_CATCH
 }
 
-VT_API int32_t vt_grad_enabled() { return c10::GradMode::is_enabled() ? 1 : 0; }
-VT_API void vt_set_grad_enabled(int32_t flag) { c10::GradMode::set_enabled(flag != 0); }
+VT_API int32_t vt_grad_enabled() {
+  VT_TRY
+  return c10::GradMode::is_enabled() ? 1 : 0;
+  VT_CATCH_RETURN(0)
+}
+
+VT_API void vt_set_grad_enabled(int32_t flag) {
+  VT_TRY
+  c10::GradMode::set_enabled(flag != 0);
+  VT_CATCH_VOID
+}
 
 // Inference mode is an RAII guard in C++; scopes in TypeScript are strictly nested
 // (inferenceMode(fn) enters, runs fn, exits), so the guard lives on the heap between the
@@ -96,11 +105,25 @@ VT_API int32_t vt_inference_mode_enter(int32_t enabled, double* out) {
   VT_CATCH
 }
 
-VT_API void vt_inference_mode_exit(void* guard) { delete static_cast<c10::InferenceMode*>(guard); }
+VT_API void vt_inference_mode_exit(void* guard) {
+  VT_TRY
+  delete static_cast<c10::InferenceMode*>(guard);
+  VT_CATCH_VOID
+}
 
-VT_API int32_t vt_is_inference_mode() { return c10::InferenceMode::is_enabled() ? 1 : 0; }
+VT_API int32_t vt_is_inference_mode() {
+  VT_TRY
+  return c10::InferenceMode::is_enabled() ? 1 : 0;
+  VT_CATCH_RETURN(0)
+}
 
-VT_API int32_t vt_is_inference(void* h) { return T(h).is_inference() ? 1 : 0; }
+// A status entry like vt_is_pinned: a disposed tensor is an error, not a crash.
+// out[0] = 1 when the tensor was created in inference mode.
+VT_API int32_t vt_is_inference(void* h, double* out) {
+  VT_TRY
+  out[0] = T(h).is_inference() ? 1 : 0;
+  VT_CATCH
+}
 
 // ---- activation checkpointing --------------------------------------------------------
 //
@@ -210,16 +233,19 @@ VT_API int32_t vt_checkpoint_pop(int32_t capacity, double* out) {
 }
 
 VT_API int64_t vt_checkpoint_pending() {
+  VT_TRY
   std::lock_guard<std::mutex> lock(stash_mutex);
   return static_cast<int64_t>(stash.size());
+  VT_CATCH_RETURN(-1)
 }
 
 // Drains the ids of destroyed checkpoint nodes into out[1..], out[0] = count.
 VT_API int32_t vt_checkpoint_released(int32_t capacity, double* out) {
+  VT_TRY
   std::lock_guard<std::mutex> lock(stash_mutex);
   const size_t n = std::min(released.size(), static_cast<size_t>(capacity));
   out[0] = static_cast<double>(n);
   for (size_t i = 0; i < n; i++) out[1 + i] = static_cast<double>(released[i]);
   released.erase(released.begin(), released.begin() + static_cast<std::ptrdiff_t>(n));
-  return 0;
+  VT_CATCH
 }

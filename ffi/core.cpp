@@ -56,31 +56,62 @@ at::Device device(int32_t type, int32_t index) {
 
 using vt::T;
 
-VT_API const char* vt_last_error() { return vt::last_error.c_str(); }
+VT_API const char* vt_last_error() {
+  VT_TRY
+  return vt::last_error.c_str();
+  VT_CATCH_RETURN("")
+}
 
-VT_API const char* vt_torch_version() { return TORCH_VERSION; }
+VT_API const char* vt_torch_version() {
+  VT_TRY
+  return TORCH_VERSION;
+  VT_CATCH_RETURN("")
+}
 
-VT_API int32_t vt_abi_version() { return 1; }
+// Checked first at load, before any other symbol is looked up (see VT_ABI_VERSION).
+VT_API int32_t vt_abi_version() {
+  VT_TRY
+  return VT_ABI_VERSION;
+  VT_CATCH_RETURN(0)
+}
 
 VT_API int32_t vt_has_cuda_build() {
+  VT_TRY
 #ifdef VAGEN_WITH_CUDA
   return 1;
 #else
   return 0;
 #endif
+  VT_CATCH_RETURN(0)
 }
 
-VT_API int64_t vt_live_handles() { return vt::live_handles.load(std::memory_order_relaxed); }
+VT_API int64_t vt_live_handles() {
+  VT_TRY
+  return vt::live_handles.load(std::memory_order_relaxed);
+  VT_CATCH_RETURN(-1)
+}
 
-VT_API int32_t vt_num_threads() { return at::get_num_threads(); }
-VT_API void vt_set_num_threads(int32_t n) { at::set_num_threads(n); }
+VT_API int32_t vt_num_threads() {
+  VT_TRY
+  return at::get_num_threads();
+  VT_CATCH_RETURN(-1)
+}
+
+// A status entry: libtorch refuses a thread count below 1.
+VT_API int32_t vt_set_num_threads(int32_t n) {
+  VT_TRY
+  at::set_num_threads(n);
+  VT_CATCH
+}
 
 // Idempotence is enforced on the TypeScript side (it zeroes the handle after freeing);
 // null is accepted here so a double dispose can never reach `delete` twice.
 VT_API void vt_free(void* handle) {
+  VT_TRY
   if (handle == nullptr) return;
   vt::live_handles.fetch_sub(1, std::memory_order_relaxed);
   delete static_cast<at::Tensor*>(handle);
+  VT_CATCH_VOID
 }
 
 // out: [ndim, dtype, device type, device index, requires_grad, size0, size1, ...]

@@ -126,7 +126,11 @@ VT_API int32_t vt_generator_new(int32_t device_type, int32_t device_index, int64
   VT_CATCH
 }
 
-VT_API void vt_generator_free(void* g) { delete static_cast<at::Generator*>(g); }
+VT_API void vt_generator_free(void* g) {
+  VT_TRY
+  delete static_cast<at::Generator*>(g);
+  VT_CATCH_VOID
+}
 
 VT_API int32_t vt_generator_seed(void* g, int64_t seed) {
   VT_TRY

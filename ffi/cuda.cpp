@@ -38,12 +38,11 @@ void ensure_cuda_initialized() {
 #define VT_NO_CUDA() throw std::runtime_error("this build of vagen's libtorch shim has no CUDA support")
 #endif
 
+// 0 when CUDA is missing or cannot be queried (the reason is left in vt_last_error).
 VT_API int32_t vt_cuda_device_count() {
-  try {
-    return static_cast<int32_t>(at::detail::getCUDAHooks().getNumGPUs());
-  } catch (...) {
-    return 0;
-  }
+  VT_TRY
+  return static_cast<int32_t>(at::detail::getCUDAHooks().getNumGPUs());
+  VT_CATCH_RETURN(0)
 }
 
 // out: [total memory bytes, major, minor, multiprocessors]; name copied into name_buf.
@@ -178,11 +177,13 @@ VT_API int32_t vt_cuda_stream_synchronize(void* stream) {
 }
 
 VT_API void vt_cuda_stream_free(void* stream) {
+  VT_TRY
 #ifdef VAGEN_WITH_CUDA
   delete static_cast<c10::cuda::CUDAStream*>(stream);
 #else
   (void)stream;
 #endif
+  VT_CATCH_VOID
 }
 
 // ---- events -------------------------------------------------------------------------
@@ -248,11 +249,13 @@ VT_API int32_t vt_cuda_event_query(void* event, double* out) {
 }
 
 VT_API void vt_cuda_event_free(void* event) {
+  VT_TRY
 #ifdef VAGEN_WITH_CUDA
   delete static_cast<at::cuda::CUDAEvent*>(event);
 #else
   (void)event;
 #endif
+  VT_CATCH_VOID
 }
 
 // ---- CUDA graphs ----------------------------------------------------------------------
@@ -336,11 +339,13 @@ VT_API int32_t vt_cuda_graph_replay(void* graph) {
 }
 
 VT_API void vt_cuda_graph_free(void* graph) {
+  VT_TRY
 #ifdef VAGEN_WITH_CUDA
   delete static_cast<Graph*>(graph);
 #else
   (void)graph;
 #endif
+  VT_CATCH_VOID
 }
 
 // cuDNN switches (PyTorch's torch.backends.cudnn.enabled / benchmark / deterministic):

@@ -109,15 +109,21 @@ void check_norm_weight(const at::Tensor& x, const at::Tensor* weight) {
 
 }  // namespace
 
-VT_API void vt_set_fused_kernels(int32_t enabled) { fused_enabled.store(enabled != 0); }
+VT_API void vt_set_fused_kernels(int32_t enabled) {
+  VT_TRY
+  fused_enabled.store(enabled != 0);
+  VT_CATCH_VOID
+}
 
 // 1 when this build has vagen's CUDA kernels (and they are enabled).
 VT_API int32_t vt_fused_kernels() {
+  VT_TRY
 #ifdef VAGEN_WITH_CUDA_KERNELS
   return fused_enabled.load() ? 1 : 0;
 #else
   return 0;
 #endif
+  VT_CATCH_RETURN(0)
 }
 
 VT_API int32_t vt_rms_norm(void* xh, void* wh, double eps, double* out) {

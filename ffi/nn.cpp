@@ -126,7 +126,11 @@ VT_API int32_t vt_sdpa(void* qh, void* kh, void* vh, void* mask, double dropout_
   VT_CATCH
 }
 
-VT_API int32_t vt_has_fused_sdpa() { return VT_TORCH_AT_LEAST(2, 1) ? 1 : 0; }
+VT_API int32_t vt_has_fused_sdpa() {
+  VT_TRY
+  return VT_TORCH_AT_LEAST(2, 1) ? 1 : 0;
+  VT_CATCH_RETURN(0)
+}
 
 // Pads the last dims: `pad` holds (left, right) pairs starting from the last dim, like
 // torch.nn.functional.pad. mode 0 constant, 1 reflect, 2 replicate.

@@ -1,7 +1,8 @@
 // Tensor operations, grouped by calling shape. Each group is an X-macro list, which
-// generates both the dispatch switch and the op-name table that the TypeScript side reads
-// at load time (vt_op_table) to look up op codes by name: the two sides can never
-// disagree about numbering.
+// generates the dispatch switch here, the op-name table the shim publishes (vt_op_table)
+// and, through scripts/shim-bindings.ts, the op codes of src/torch/opcodes.ts (an op's
+// code is its index in its list), so the two sides can never disagree about numbering.
+// Adding, removing or reordering an op changes the ABI: bump VT_ABI_VERSION in shim.h.
 #include "shim.h"
 
 #include <sstream>
@@ -293,9 +294,13 @@ std::string build_op_table() {
 
 }  // namespace
 
+// The op lists by group, "unary:neg,abs,...,;binary:...;": src/torch/opcodes.ts is
+// generated from the same lists, and native.ts compares the two once at load.
 VT_API const char* vt_op_table() {
+  VT_TRY
   static const std::string table = build_op_table();
   return table.c_str();
+  VT_CATCH_RETURN("")
 }
 
 VT_API int32_t vt_unary(int32_t op, void* ah, double* out) {

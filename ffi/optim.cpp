@@ -59,7 +59,11 @@ void adamw_foreach(Group& g, double lr, double beta1, double beta2, double eps, 
 
 }  // namespace
 
-VT_API int32_t vt_has_fused_adamw() { return VT_TORCH_AT_LEAST(2, 1) ? 1 : 0; }
+VT_API int32_t vt_has_fused_adamw() {
+  VT_TRY
+  return VT_TORCH_AT_LEAST(2, 1) ? 1 : 0;
+  VT_CATCH_RETURN(0)
+}
 
 // One AdamW step (decoupled weight decay, PyTorch's torch.optim.AdamW semantics).
 // `step` is the 1-based step count after this update. mode: 0 fused when available,

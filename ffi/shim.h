@@ -4,7 +4,12 @@
 //   * Every entry returns an int32 status: 0 on success, 1 on failure. On failure the
 //     message is fetched with one extra call, vt_last_error(), so the happy path costs a
 //     single FFI crossing per op. No C++ exception ever crosses into Bun (it would abort
-//     the process): VT_TRY / VT_CATCH wrap every body.
+//     the process): a guard wraps every body (see "errors" below), and the binding
+//     generator (scripts/shim-bindings.ts) refuses an entry point without one.
+//   * src/torch/native-symbols.ts and src/torch/opcodes.ts are generated from the VT_API
+//     functions and the op lists of ffi/ops.cpp; every exported function is written as
+//     `VT_API <type> vt_name(<type> <name>, ...) {` outside any #if, with int32_t,
+//     int64_t, double, pointer or const char* types.
 //   * Tensors travel as heap `at::Tensor*` handles. Results are written to a caller-owned
 //     `double* out` array: a pointer is stored as a double because user-space addresses
 //     on x86-64 and arm64 fit in 48 bits, so the TypeScript side reads handles from a
@@ -26,6 +31,12 @@
 
 #define VT_API extern "C" __attribute__((visibility("default")))
 
+// The version of this ABI (every VT_API signature and every op list of ops.cpp). Bump it
+// whenever one changes: src/torch refuses a shim whose vt_abi_version() differs from the
+// version its bindings were generated for, and the generator refuses a changed ABI that
+// kept the old number.
+#define VT_ABI_VERSION 2
+
 #define VT_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
@@ -46,22 +57,29 @@ inline constexpr c10::nullopt_t nullopt = c10::nullopt;
 // ---- errors -------------------------------------------------------------------------
 void set_error(const char* message);
 
+// Guards, one around every entry point's body:
+//   status entries  VT_TRY ... VT_CATCH                  0, or 1 with vt_last_error() set
+//   value entries   VT_TRY ... VT_CATCH_RETURN(fallback)  fallback with vt_last_error() set
+//   void entries    VT_TRY ... VT_CATCH_VOID              returns with vt_last_error() set
+// A try block costs nothing on the path that does not throw.
 #define VT_TRY try {
-#define VT_CATCH                                               \
+#define VT_CATCH_WITH(on_error)                                \
   }                                                            \
   catch (const c10::Error& e) {                                \
     ::vt::set_error(e.what_without_backtrace());               \
-    return 1;                                                  \
+    on_error;                                                  \
   }                                                            \
   catch (const std::exception& e) {                            \
     ::vt::set_error(e.what());                                 \
-    return 1;                                                  \
+    on_error;                                                  \
   }                                                            \
   catch (...) {                                                \
     ::vt::set_error("unknown C++ exception inside libtorch"); \
-    return 1;                                                  \
-  }                                                            \
-  return 0;
+    on_error;                                                  \
+  }
+#define VT_CATCH VT_CATCH_WITH(return 1) return 0;
+#define VT_CATCH_RETURN(fallback) VT_CATCH_WITH(return (fallback))
+#define VT_CATCH_VOID VT_CATCH_WITH(return)
 
 // ---- handles ------------------------------------------------------------------------
 extern std::atomic<int64_t> live_handles;

@@ -6,151 +6,17 @@
  * plain numbers. Integer-list arguments are written into `ARGS` and passed by address.
  * Both buffers are allocated once, so an op does no allocation on the TypeScript side
  * beyond its result object.
+ *
+ * The symbol table (native-symbols.ts) and the op codes (opcodes.ts) are generated from
+ * ffi/ by scripts/shim-bindings.ts, so signatures cannot drift from the C++. At load the
+ * shim's vt_abi_version() must equal the version they were generated for, and its
+ * published op lists must equal the generated ones; any other shim is refused.
  */
-import { FFIType, dlopen, ptr, type Pointer } from "bun:ffi";
+import { dlopen, ptr, type Pointer } from "bun:ffi";
 import { existsSync } from "node:fs";
 import { TorchError, TorchUnavailableError } from "./errors.ts";
-import { OP_GROUPS, type OpCodes } from "./opcodes.ts";
-
-const i32 = "i32" as const;
-const i64 = "i64" as const;
-const f64 = "f64" as const;
-const p = "ptr" as const;
-
-/** Every native entry point with its argument types. */
-const SYMBOLS = {
-  vt_last_error: { args: [], returns: "cstring" },
-  vt_torch_version: { args: [], returns: "cstring" },
-  vt_op_table: { args: [], returns: "cstring" },
-  vt_abi_version: { args: [], returns: i32 },
-  vt_has_cuda_build: { args: [], returns: i32 },
-  vt_live_handles: { args: [], returns: FFIType.i64_fast },
-  vt_num_threads: { args: [], returns: i32 },
-  vt_set_num_threads: { args: [i32], returns: "void" },
-  vt_free: { args: [p], returns: "void" },
-  vt_meta: { args: [p, p], returns: i32 },
-  vt_layout: { args: [p, p], returns: i32 },
-  vt_item: { args: [p, p], returns: i32 },
-  vt_from_host: { args: [p, i32, p, i32, i32, i32, i32, p], returns: i32 },
-  vt_to_host: { args: [p, p, i32, i64], returns: i32 },
-  vt_data_ptr: { args: [p, p], returns: i32 },
-  vt_to: { args: [p, i32, i32, i32, i32, i32, p], returns: i32 },
-  vt_pin_memory: { args: [p, p], returns: i32 },
-  vt_is_pinned: { args: [p, p], returns: i32 },
-  vt_shallow_clone: { args: [p, p], returns: i32 },
-  vt_same_storage: { args: [p, p, p], returns: i32 },
-  // create.cpp
-  vt_fill: { args: [i32, p, i32, f64, i32, i32, i32, i32, p], returns: i32 },
-  vt_fill_like: { args: [i32, p, f64, i32, i32, p], returns: i32 },
-  vt_arange: { args: [f64, f64, f64, i32, i32, i32, p], returns: i32 },
-  vt_linspace: { args: [f64, f64, i64, i32, i32, i32, p], returns: i32 },
-  vt_eye: { args: [i64, i64, i32, i32, i32, p], returns: i32 },
-  vt_random: { args: [i32, p, i32, f64, f64, p, i32, i32, i32, p], returns: i32 },
-  vt_random_: { args: [i32, p, f64, f64, p], returns: i32 },
-  vt_scalar_tensor: { args: [f64, i32, i32, i32, i32, p], returns: i32 },
-  vt_generator_new: { args: [i32, i32, i64, p], returns: i32 },
-  vt_generator_free: { args: [p], returns: "void" },
-  vt_generator_seed: { args: [p, i64], returns: i32 },
-  vt_generator_get_state: { args: [p, p], returns: i32 },
-  vt_generator_set_state: { args: [p, p], returns: i32 },
-  vt_manual_seed: { args: [i64], returns: i32 },
-  vt_default_rng_state: { args: [i32, i32, p], returns: i32 },
-  vt_set_default_rng_state: { args: [i32, i32, p], returns: i32 },
-  // ops.cpp
-  vt_unary: { args: [i32, p, p], returns: i32 },
-  vt_binary: { args: [i32, p, p, f64, p], returns: i32 },
-  vt_scalar: { args: [i32, p, f64, i32, p], returns: i32 },
-  vt_inplace_binary: { args: [i32, p, p, f64], returns: i32 },
-  vt_inplace_scalar: { args: [i32, p, f64, i32], returns: i32 },
-  vt_reduce: { args: [i32, p, p, i32, i32, i32, f64, p], returns: i32 },
-  vt_dim_op: { args: [i32, p, i32, i64, i32, i32, p], returns: i32 },
-  vt_int_op: { args: [i32, p, i64, i64, i64, i64, p], returns: i32 },
-  vt_list_op: { args: [i32, p, p, i32, p], returns: i32 },
-  vt_pair_op: { args: [i32, p, i64, i64, i64, i64, p], returns: i32 },
-  vt_index_op: { args: [i32, p, i64, p, p, f64, i32, p], returns: i32 },
-  vt_index_inplace: { args: [i32, p, i64, p, p, f64, i32], returns: i32 },
-  vt_ternary: { args: [i32, p, p, p, f64, f64, p], returns: i32 },
-  vt_clamp: { args: [p, i32, f64, i32, f64, p], returns: i32 },
-  vt_join: { args: [i32, p, i32, i64, p], returns: i32 },
-  vt_split: { args: [i32, p, p, i32, i64, i32, p], returns: i32 },
-  vt_multinomial: { args: [p, i64, i32, p, p], returns: i32 },
-  vt_slices: { args: [p, p, i32, p], returns: i32 },
-  // nn.cpp
-  vt_linear: { args: [p, p, p, p], returns: i32 },
-  vt_embedding: { args: [p, p, i64, p], returns: i32 },
-  vt_layer_norm: { args: [p, p, i32, p, p, f64, p], returns: i32 },
-  vt_group_norm: { args: [p, i64, p, p, f64, p], returns: i32 },
-  vt_conv: { args: [p, p, p, p, p, p, i32, i64, p], returns: i32 },
-  vt_dropout: { args: [p, f64, i32, p], returns: i32 },
-  vt_cross_entropy: { args: [p, p, p, i32, i64, f64, p], returns: i32 },
-  vt_sdpa: { args: [p, p, p, p, f64, i32, i32, f64, i32, i32, p], returns: i32 },
-  vt_has_fused_sdpa: { args: [], returns: i32 },
-  vt_sdp_backends: { args: [i32, i32, i32, i32, p], returns: i32 },
-  vt_pad: { args: [p, p, i32, i32, f64, p], returns: i32 },
-  vt_interpolate: { args: [p, i64, i64, i32, i32, p], returns: i32 },
-  // fused.cpp
-  vt_rms_norm: { args: [p, p, f64, p], returns: i32 },
-  vt_add_rms_norm: { args: [p, p, p, f64, p], returns: i32 },
-  vt_rotary: { args: [p, p, p, p, p], returns: i32 },
-  vt_silu_mul: { args: [p, p, p], returns: i32 },
-  vt_fused_kernels: { args: [], returns: i32 },
-  vt_argmax_logprob: { args: [p, p], returns: i32 },
-  vt_slot_decode_attention: { args: [p, p, p, p, p, p, p, p, i64, i64, f64, p], returns: i32 },
-  vt_set_fused_kernels: { args: [i32], returns: "void" },
-  // autograd.cpp
-  vt_requires_grad_: { args: [p, i32], returns: i32 },
-  vt_autograd_meta: { args: [p, p], returns: i32 },
-  vt_retain_grad: { args: [p], returns: i32 },
-  vt_grad: { args: [p, p], returns: i32 },
-  vt_set_grad: { args: [p, p], returns: i32 },
-  vt_backward: { args: [p, p, i32, i32], returns: i32 },
-  vt_backward_many: { args: [p, p, i32, i32, i32], returns: i32 },
-  vt_autograd_grad: { args: [p, p, i32, p, i32, i32, i32, p], returns: i32 },
-  vt_grad_enabled: { args: [], returns: i32 },
-  vt_set_grad_enabled: { args: [i32], returns: "void" },
-  vt_inference_mode_enter: { args: [i32, p], returns: i32 },
-  vt_inference_mode_exit: { args: [p], returns: "void" },
-  vt_is_inference_mode: { args: [], returns: i32 },
-  vt_is_inference: { args: [p], returns: i32 },
-  vt_checkpoint_attach: { args: [i64, p, p, i32, p, i32, p], returns: i32 },
-  vt_checkpoint_pop: { args: [i32, p], returns: i32 },
-  vt_checkpoint_pending: { args: [], returns: FFIType.i64_fast },
-  vt_checkpoint_released: { args: [i32, p], returns: i32 },
-  // optim.cpp
-  vt_adamw_step: { args: [p, p, p, i32, f64, f64, f64, f64, f64, f64, i32, p], returns: i32 },
-  vt_sgd_step: { args: [p, p, i32, f64, f64, f64, f64, i32, i32], returns: i32 },
-  vt_clip_grad_norm: { args: [p, i32, f64, f64, i32, p], returns: i32 },
-  vt_has_fused_adamw: { args: [], returns: i32 },
-  // io.cpp
-  vt_file_map: { args: ["cstring", p], returns: i32 },
-  vt_file_unmap: { args: [p, i64], returns: i32 },
-  // cuda.cpp
-  vt_cuda_device_count: { args: [], returns: i32 },
-  vt_cuda_properties: { args: [i32, p, p, i32], returns: i32 },
-  vt_cuda_synchronize: { args: [i32], returns: i32 },
-  vt_cuda_memory_stats: { args: [i32, p], returns: i32 },
-  vt_cuda_empty_cache: { args: [], returns: i32 },
-  vt_cuda_reset_peak: { args: [i32], returns: i32 },
-  vt_cuda_manual_seed_all: { args: [i64], returns: i32 },
-  vt_cuda_stream_new: { args: [i32, i32, p], returns: i32 },
-  vt_cuda_stream_current: { args: [i32, p], returns: i32 },
-  vt_cuda_stream_set_current: { args: [p], returns: i32 },
-  vt_cuda_stream_synchronize: { args: [p], returns: i32 },
-  vt_cuda_stream_free: { args: [p], returns: "void" },
-  vt_cuda_event_new: { args: [i32, p], returns: i32 },
-  vt_cuda_event_record: { args: [p, p], returns: i32 },
-  vt_cuda_event_synchronize: { args: [p], returns: i32 },
-  vt_cuda_event_elapsed: { args: [p, p, p], returns: i32 },
-  vt_cuda_event_query: { args: [p, p], returns: i32 },
-  vt_cuda_event_free: { args: [p], returns: "void" },
-  vt_cuda_graph_new: { args: [p], returns: i32 },
-  vt_cuda_graph_begin: { args: [p, p], returns: i32 },
-  vt_cuda_graph_end: { args: [p], returns: i32 },
-  vt_cuda_graph_replay: { args: [p], returns: i32 },
-  vt_cuda_graph_free: { args: [p], returns: "void" },
-  vt_cudnn_flags: { args: [i32, i32, i32, p], returns: i32 },
-  vt_cuda_profiler: { args: [i32], returns: i32 },
-} as const;
+import { ABI_VERSION, SYMBOLS } from "./native-symbols.ts";
+import { OP_GROUPS, OPS } from "./opcodes.ts";
 
 function open(path: string) {
   return dlopen(path, SYMBOLS);
@@ -182,8 +48,8 @@ export function argsAt(offset: number): Pointer {
 
 /** The loaded shim. Only valid after loadTorch(); every Tensor implies it is loaded. */
 export let S: Shim = undefined as unknown as Shim;
-/** Op codes by group and name, read from the shim at load (see ffi/ops.cpp). */
-export let OPS: OpCodes = undefined as unknown as OpCodes;
+/** Op codes by group and name, generated from ffi/ops.cpp and checked against the shim at load. */
+export { OPS };
 
 let loadedPath: string | undefined;
 let loadFailure: TorchUnavailableError | undefined;
@@ -233,17 +99,19 @@ export function loadTorch(): Shim {
   if (loadFailure) throw loadFailure;
   try {
     const path = resolveShimPath();
+    // The version first, through a table of one symbol: a stale shim must be refused
+    // before its other symbols are looked up (or, worse, called with other signatures).
+    const probe = openAbiProbe(path);
+    checkAbiVersion(path, probe.symbols.vt_abi_version());
     let lib: ReturnType<typeof open>;
     try {
       lib = open(path);
     } catch (err) {
-      throw new TorchUnavailableError(
-        `cannot load the libtorch shim ${path}: ${(err as Error).message}`,
-        "install libtorch (apt-get install libtorch-dev) or rebuild the shim against the installed one: `bun run build`",
-      );
+      throw new TorchUnavailableError(`cannot load the libtorch shim ${path}: ${(err as Error).message}`, rebuildHint());
     }
+    probe.close();
     S = lib.symbols as unknown as Shim;
-    OPS = readOpTable(String(S.vt_op_table()));
+    checkOpTable(path, String(S.vt_op_table()));
     // cuDNN crashes inside the process on CUDA (torch 2.11 + cu130 on an H200): its
     // attention engines (bf16) and its convolutions (every dtype, from the first call)
     // call through a null function pointer, while the same calls work from Python. So
@@ -257,6 +125,65 @@ export function loadTorch(): Shim {
   } catch (err) {
     if (err instanceof TorchUnavailableError) loadFailure = err;
     throw err;
+  }
+}
+
+/** The fix for a shim that does not match this vagen, by where the shim came from. */
+function rebuildHint(): string {
+  return process.env.VAGEN_TORCH_SHIM
+    ? "point VAGEN_TORCH_SHIM at a libvagen_torch.so built from this vagen's ffi/ (or unset it)"
+    : "rebuild it: `bun build.ts --shim-only`";
+}
+
+function openAbiProbe(path: string) {
+  try {
+    return dlopen(path, { vt_abi_version: { args: [], returns: "i32" } });
+  } catch (err) {
+    const message = (err as Error).message;
+    if (message.includes("vt_abi_version")) {
+      throw new TorchUnavailableError(
+        `the libtorch shim ${path} has no vt_abi_version(), so its ABI is unknown; this vagen needs ABI version ${ABI_VERSION}`,
+        rebuildHint(),
+      );
+    }
+    throw new TorchUnavailableError(
+      `cannot load the libtorch shim ${path}: ${message}`,
+      "install libtorch (apt-get install libtorch-dev) or rebuild the shim against the installed one: `bun run build`",
+    );
+  }
+}
+
+/**
+ * Refuses a shim built for another ABI (ffi/shim.h's VT_ABI_VERSION): its signatures or
+ * op codes may differ from the generated bindings, and calling it would corrupt memory.
+ */
+export function checkAbiVersion(path: string, shimVersion: number): void {
+  if (shimVersion === ABI_VERSION) return;
+  throw new TorchUnavailableError(
+    `the libtorch shim ${path} has ABI version ${shimVersion}, but this vagen needs ABI version ${ABI_VERSION}`,
+    rebuildHint(),
+  );
+}
+
+/**
+ * Compares the shim's published op lists with the generated ones (both come from
+ * ffi/ops.cpp, so they differ only for a shim built from other sources that kept the
+ * ABI version). Op codes are indices, so any difference in a group is refused.
+ */
+export function checkOpTable(path: string, table: string): void {
+  const native = new Map<string, string>();
+  for (const group of table.split(";")) {
+    const [name, list] = group.split(":");
+    if (name && list !== undefined) native.set(name, list.split(",").filter(Boolean).join(","));
+  }
+  for (const [group, names] of Object.entries(OP_GROUPS)) {
+    const found = native.get(group);
+    if (found !== names.join(",")) {
+      throw new TorchUnavailableError(
+        `the libtorch shim ${path} numbers its ${group} ops differently from this vagen (shim: ${found ?? "no such group"}; expected: ${names.join(",")})`,
+        rebuildHint(),
+      );
+    }
   }
 }
 
@@ -277,31 +204,4 @@ export function torchInfo(): TorchInfo {
 /** Throws the shim's last error message when `status` is non-zero. */
 export function check(status: number): void {
   if (status !== 0) throw new TorchError(String(S.vt_last_error()));
-}
-
-function readOpTable(table: string): OpCodes {
-  const native = new Map<string, Map<string, number>>();
-  for (const group of table.split(";")) {
-    if (!group) continue;
-    const [name, list] = group.split(":");
-    const codes = new Map<string, number>();
-    list!.split(",").filter(Boolean).forEach((op, i) => codes.set(op, i));
-    native.set(name!, codes);
-  }
-  const result: Record<string, Record<string, number>> = {};
-  for (const [group, names] of Object.entries(OP_GROUPS)) {
-    const codes = native.get(group);
-    result[group] = {};
-    for (const op of names) {
-      const code = codes?.get(op);
-      if (code === undefined) {
-        throw new TorchUnavailableError(
-          `the libtorch shim is out of date: it lacks the ${group} op "${op}"`,
-          "rebuild it: `bun run build`",
-        );
-      }
-      result[group]![op] = code;
-    }
-  }
-  return result as OpCodes;
 }
