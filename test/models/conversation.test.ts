@@ -177,6 +177,23 @@ describe("Conversation (Qwen2.5-VL tiny fixture)", () => {
     expect(tokenizer.decode(record.tokenIds.slice(0, record.turns[0]!.end))).toStartWith("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n");
   });
 
+  test("the closing rule: only a sampled IM_END stands in for the closing's first token", () => {
+    const ENDOFTEXT = 360;
+    const closeWith = (tokenIds: number[]) => {
+      const conversation = new Conversation(codec);
+      conversation.addMessage(SYSTEM);
+      conversation.beginReply(); // [0, 21) system, [21, 29) header
+      conversation.addReply({ tokenIds, logprobs: tokenIds.map(() => -1) });
+      return { ids: conversation.tokenIds.slice(29), mask: conversation.lossMask.slice(29) };
+    };
+    // Sampled IM_END: it is the closing's first token, so only NL follows, unsampled.
+    expect(closeWith([43, 333, IM_END])).toEqual({ ids: [43, 333, IM_END, NL], mask: [1, 1, 1, 0] });
+    // Another end-of-text id is kept as sampled, and the whole closing follows it.
+    expect(closeWith([43, 333, ENDOFTEXT])).toEqual({ ids: [43, 333, ENDOFTEXT, IM_END, NL], mask: [1, 1, 1, 0, 0] });
+    // An empty generation (an abort) still closes the turn.
+    expect(closeWith([])).toEqual({ ids: [IM_END, NL], mask: [0, 0] });
+  });
+
   test("replies and messages must alternate through beginReply", () => {
     const conversation = new Conversation(codec);
     conversation.addMessage(USER_1);

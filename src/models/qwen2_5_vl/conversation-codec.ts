@@ -35,6 +35,8 @@ export class Qwen25VLConversationCodec implements ConversationCodec {
   }
 
   decode(ids: readonly number[]): string {
+    // An empty generation (an abort) is empty text; the tokenizers library refuses [] outright.
+    if (ids.length === 0) return "";
     return this.processor.tokenizer.decode(ids, { skipSpecialTokens: true });
   }
 }
