@@ -1,0 +1,101 @@
+/**
+ * Training rows: what the rollout layer hands the trainer (VAGEN main 2026 section 4.6).
+ *
+ * A row is one token-level conversation (src/models/conversation.ts) cut into a prompt
+ * and a response. Under the concat harness an episode is one row; under no_concat and
+ * compact every model call is its own row, and the identity columns (group, episode,
+ * trajectory, conversation ordinal) let the estimators stitch an episode's rows back
+ * together (src/algorithms/trajectory.ts).
+ *
+ * Token-in, token-out: a row's mask-1 tokens are exactly the ids the engine sampled (the
+ * end-of-turn id included), with the engine's log-probs; prompt, observation, template
+ * and image tokens are mask 0. Rewards sit on response positions as the env placed them
+ * (a turn's outcome reward on the turn's last sampled token; world-model section scores
+ * on their section's last token); mask-0 positions never carry reward.
+ *
+ * Rows are host data (plain arrays); `RowBatch` is their padded tensor form.
+ */
+import type { RGBImage } from "../core/image.ts";
+import type { Tensor } from "../torch/index.ts";
+
+/** Where one image's placeholder tokens sit, relative to the row's full sequence (prompt + response). */
+export interface RowImage {
+  offset: number;
+  length: number;
+  image: RGBImage;
+  /** The family processor's patch grid (Qwen: [t, h, w]). */
+  grid: readonly number[];
+}
+
+/** Why a row's response ends before its conversation did, if it does. */
+export type RowTruncation = "none" | "response_length" | "prompt_length" | "context";
+
+export interface TrainingRow {
+  /** Group uid: the `n` rollouts of one dataset item share it. */
+  uid: string;
+  /** Episode id (stable under a fixed seed), shared by all rows of one episode. */
+  episodeId: string;
+  /** Rollout index within the group (verl's traj_idx). */
+  trajIndex: number;
+  /** Conversation ordinal within the episode: 0 under concat, the model call's number otherwise. */
+  turnIndex: number;
+  /** Env name (as configured) and the seed the episode was reset with. */
+  env: string;
+  seed: number;
+
+  promptIds: number[];
+  responseIds: number[];
+  /** Per response token: 1 where the model sampled it. */
+  responseMask: number[];
+  /** Per response token: the engine's sampling log-prob at mask-1 positions, 0 elsewhere. */
+  rolloutLogprobs: number[];
+  /** False when some sampled token came without a log-prob (then rolloutLogprobs is not usable). */
+  logprobsComplete: boolean;
+  /** Per response token: reward placed on it (0 at mask-0 positions). */
+  tokenRewards: number[];
+  /** Response-relative [start, end) of each model span (turn) in the row, in order. */
+  responseSpans: { start: number; end: number }[];
+  /** The images of prompt and response, in sequence order, offsets into promptIds ++ responseIds. */
+  images: RowImage[];
+
+  /** Sum of the episode's env rewards (the same on every row of the episode). */
+  episodeReward: number;
+  /** The env's success flag at the episode's end. */
+  success: boolean;
+  /** Env turns the episode took. */
+  episodeTurns: number;
+  /** True on the episode's last row. */
+  lastTurn: boolean;
+  /** This conversation ended with a model-written summary (compact harness). */
+  endsWithSummary: boolean;
+  truncation: RowTruncation;
+  /** Per turn of the row, the env's anchor-state key when it gives one (GiGPO). */
+  stateKeys?: string[];
+  /** Named reward parts summed over the row (format, env, state_estimation, ...), for metrics. */
+  rewardParts: Record<string, number>;
+}
+
+/**
+ * Rows as right-padded tensors for one differentiable forward pass. Sequence = prompt
+ * left-padded to P, then response right-padded to R (verl's layout), so response
+ * position j of every row sits at column P + j.
+ */
+export interface RowBatch {
+  /** [B, P + R] int64 token ids (padding: the pad id). */
+  inputIds: Tensor;
+  /** [B, P + R] 1 at real tokens. */
+  attentionMask: Tensor;
+  /** [B, R] float response mask (1 at sampled tokens). */
+  responseMask: Tensor;
+  /** [B, R] float rewards per response token. */
+  tokenRewards: Tensor;
+  /** [B, R] float engine log-probs (0 where none). */
+  rolloutLogprobs: Tensor;
+  /** Width of the left-padded prompt block (P) and of the response block (R). */
+  promptWidth: number;
+  responseWidth: number;
+  /** Family-specific model inputs (Qwen2.5-VL: pixel values, grids, M-RoPE position ids). */
+  modelInputs: Record<string, unknown>;
+  /** The rows, in batch order. */
+  rows: readonly TrainingRow[];
+}
