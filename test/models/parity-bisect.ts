@@ -138,7 +138,9 @@ export function bisectCase(chat: Qwen25VLChatModel, dir: string, name: string, o
       const logits = model.logits(hidden).squeeze(0);
       const keep = c.logit_positions;
       const T = refIds.length;
-      push("logits", hostF64(logits.narrow(0, T - keep, keep)), `${name}.logits`);
+      const kept = hostF64(logits.narrow(0, T - keep, keep));
+      push("logits", kept, `${name}.logits`);
+      push("logits vs ref bf16", kept, `${name}.logits_bf16`);
       // For scale: how far transformers' own bf16 logits are from its f32 logits.
       if (refs.has(`${name}.logits_bf16`)) {
         stages.push({ stage: "(ref bf16 vs f32)", error: maxRelativeError(ref(`${name}.logits_bf16`, dir).values, ref(`${name}.logits`, dir).values) });
