@@ -1,0 +1,72 @@
+/**
+ * The train config: defaults as VAGEN's, and every config that cannot work fails in
+ * loadTrainConfig (before any model is loaded), naming the key.
+ */
+import { describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { loadTrainConfig } from "../../src/training/config.ts";
+
+const TINY = join(import.meta.dir, "../../examples/train/tiny-cpu.yaml");
+
+async function failure(overrides: string[]): Promise<string> {
+  try {
+    await loadTrainConfig(TINY, overrides);
+  } catch (err) {
+    return (err as Error).message;
+  }
+  throw new Error(`expected ${overrides.join(" ")} to be refused`);
+}
+
+describe("train config", () => {
+  test("tiny-cpu.yaml loads with VAGEN's defaults where it sets nothing", async () => {
+    const { config, estimator, useCritic, useReference } = await loadTrainConfig(TINY);
+    expect(estimator.spec.name).toBe("default_gae");
+    expect(useCritic).toBe(true); // critic.enable: null -> on for a critic estimator
+    expect(useReference).toBe(false);
+    expect(config.algorithm.gamma ?? 1).toBe(1);
+    expect(config.actor.clip_ratio).toBe(0.2);
+    expect(config.actor.clip_ratio_c).toBe(3);
+    expect(config.actor.grad_clip).toBe(1);
+    expect(config.actor.optim.weight_decay).toBe(0.01);
+    expect(config.critic.cliprange_value).toBe(0.5);
+    expect(config.rollout.val_kwargs).toEqual({ temperature: 0, top_p: 1, n: 1 });
+    expect(config.trainer.resume).toBe("auto");
+    expect(config.model.model_dir.startsWith("/")).toBe(true);
+  });
+
+  test("any estimator from the command line", async () => {
+    const grpo = await loadTrainConfig(TINY, ["algorithm.adv_estimator=grpo"]);
+    expect(grpo.useCritic).toBe(false);
+    const bi = await loadTrainConfig(TINY, ["algorithm.adv_estimator=bi_level_gae", "algorithm.gamma_turn=0.9"]);
+    expect(bi.estimator.params.gamma_turn).toBe(0.9);
+    expect(bi.useCritic).toBe(true);
+  });
+
+  test("a batch that does not divide into mini-batches names the key", async () => {
+    expect(await failure(["actor.ppo_mini_batch_size=3", "data.train_batch_size=4"])).toContain('key "actor.ppo_mini_batch_size"');
+    expect(await failure(["actor.ppo_micro_batch_size=3"])).toContain('key "actor.ppo_micro_batch_size"');
+  });
+
+  test("a response length too small for one turn names the key", async () => {
+    expect(await failure(["data.max_response_length=8"])).toContain('key "data.train.sokoban.response_length_per_turn"');
+  });
+
+  test("an unknown estimator names the key and the closest name", async () => {
+    const msg = await failure(["algorithm.adv_estimator=grop"]);
+    expect(msg).toContain('key "algorithm.adv_estimator"');
+    expect(msg).toContain("grpo");
+  });
+
+  test("a critic estimator with the critic off names critic.enable", async () => {
+    expect(await failure(["critic.enable=false"])).toContain('key "critic.enable"');
+  });
+
+  test("unknown keys, bad values and bad env configs are refused", async () => {
+    expect(await failure(["trainer.sav_freq=3"])).toContain('unknown key "trainer.sav_freq"');
+    expect(await failure(["actor.clip_ratio_c=0.5"])).toContain('key "actor.clip_ratio_c"');
+    expect(await failure(["data.train.sokoban.config.render_mod=text"])).toContain('key "data.train.sokoban"');
+    expect(await failure(["data.train.sokoban.seed=[1,10,1]"])).toContain('key "data.train.sokoban.seed"');
+    expect(await failure(["data.train_batch_size=128", "actor.ppo_mini_batch_size=2", "critic.ppo_mini_batch_size=2"])).toContain('key "data.train_batch_size"');
+    expect(await failure(["rollout.use_engine_logprobs=true", "actor.ppo_epochs=2"])).toContain('key "rollout.use_engine_logprobs"');
+  });
+});
