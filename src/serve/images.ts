@@ -5,6 +5,7 @@
  * such a decompression bomb into a 400 that costs nothing.
  */
 import { decodePng } from "../core/png.ts";
+import { PngFormatError, readPngSize, type PngSize } from "../core/png-size.ts";
 import type { RGBImage } from "../core/image.ts";
 import { badRequest } from "./http.ts";
 
@@ -24,27 +25,18 @@ export interface PendingImage {
   param: string;
 }
 
-const PNG_SIGNATURE = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
-
-/**
- * Width and height from a PNG's IHDR chunk, which the format requires to come first
- * (signature, then length 13 and "IHDR"); undefined when the bytes do not start that way.
- */
-export function readPngDimensions(bytes: Uint8Array): { width: number; height: number } | undefined {
-  if (bytes.length < 24 || PNG_SIGNATURE.some((b, i) => bytes[i] !== b)) return undefined;
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const ihdr = String.fromCharCode(bytes[12]!, bytes[13]!, bytes[14]!, bytes[15]!);
-  if (view.getUint32(8) !== 13 || ihdr !== "IHDR") return undefined;
-  return { width: view.getUint32(16), height: view.getUint32(20) };
-}
-
 /** Read an image part's data URL and header (400 for anything but a PNG data URL). */
 export function readImagePart(url: string, param: string, limits: PixelLimits): PendingImage {
   const match = /^data:image\/png;base64,/.exec(url);
   if (!match) throw badRequest(`${param}.image_url.url: expected a PNG data URL (data:image/png;base64,...)`, param);
   const png = Buffer.from(url.slice(match[0].length), "base64");
-  const size = readPngDimensions(png);
-  if (!size) throw badRequest(`${param}.image_url.url: not a PNG (the data does not start with a PNG signature and IHDR header)`, param);
+  let size: PngSize;
+  try {
+    size = readPngSize(png);
+  } catch (e) {
+    if (!(e instanceof PngFormatError)) throw e;
+    throw badRequest(`${param}.image_url.url: ${e.message}`, param);
+  }
   const pixels = size.width * size.height;
   if (pixels > limits.maxImagePixels) {
     throw badRequest(
@@ -53,7 +45,7 @@ export function readImagePart(url: string, param: string, limits: PixelLimits): 
       "image_too_large",
     );
   }
-  return { png, ...size, param };
+  return { png, width: size.width, height: size.height, param };
 }
 
 /**

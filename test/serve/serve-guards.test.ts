@@ -9,7 +9,7 @@ import { createImage } from "../../envs/_common/image.ts";
 import { pngDataUrl } from "../../src/core/png.ts";
 import type { LoadedEngine } from "../../src/engine/load.ts";
 import { checkExposure, isLoopback } from "../../src/serve/auth.ts";
-import { readPngDimensions } from "../../src/serve/images.ts";
+import { readImagePart } from "../../src/serve/images.ts";
 import { dataUrl, pngHeaderOnly } from "../abuse/serve-png.ts";
 import { hello, loadFixtureEngine, post, startTestServer, type TestServer } from "./serve-fixture.ts";
 
@@ -112,9 +112,12 @@ describe("sizes are checked before the work that grows with them", () => {
     }
   });
 
-  test("readPngDimensions reads IHDR and rejects what is not a PNG", () => {
-    expect(readPngDimensions(pngHeaderOnly(640, 480))).toEqual({ width: 640, height: 480 });
-    expect(readPngDimensions(new TextEncoder().encode("GIF89a and some more bytes here"))).toBeUndefined();
+  test("an image part is sized from its header by core's PNG check; what is not a PNG is a 400", () => {
+    const limits = { maxImagePixels: 1 << 20, maxRequestPixels: 1 << 21 };
+    const part = readImagePart(dataUrl(pngHeaderOnly(640, 480)), "messages.0.content.0", limits);
+    expect([part.width, part.height]).toEqual([640, 480]);
+    const gif = `data:image/png;base64,${Buffer.from("GIF89a and some more bytes here").toString("base64")}`;
+    expect(() => readImagePart(gif, "messages.0.content.0", limits)).toThrow("not a PNG image (no PNG signature)");
   });
 });
 
