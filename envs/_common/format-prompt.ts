@@ -3,6 +3,7 @@
  * observable behaviour (the model is trained on it), so the envs keep their exact texts in
  * their own prompts.ts; this module only assembles them.
  */
+import { WM_FORMAT } from "./wm-format.ts";
 
 /** How the paper's (legacy) format prompts are assembled from four pieces. */
 export interface PaperFormatText {
@@ -25,9 +26,18 @@ export function actionLimitLine(maxActions: number, actionSep: string): string {
   return `You can take up to ${maxActions} action(s) at a time, separated by ${actionSep}.`;
 }
 
-/** The rules block shared by main's `wm` and `free_wm` prompts, for the given objects. */
+/**
+ * The format block of main's world-model prompts: the four sections in their required
+ * order; `wm_think` (and its alias `free_wm`) also allows a thinking block first.
+ */
+export function wmFormatLines(nativeThinking: boolean): string {
+  const thinking = nativeThinking ? "You may think first inside <think>...</think>; after it, your response" : "Your response";
+  return `${thinking} must be in the format of:\n${WM_FORMAT}\nThe order is required: perception, reasoning, prediction, then the answer last.`;
+}
+
+/** The rules block shared by main's world-model prompts, for the given objects. */
 export function wmRules(objectsSentence: string, maxActions: number, actionSep: string): string {
-  return `Rules for <observation> and <prediction>:
+  return `Rules for <perception> and <prediction>:
 - You must strictly describe the relative position of ${objectsSentence} **relative to the player**.
 - For each object, you MUST include:
   - exactly ONE vertical relationship: \`above\`, \`below\`, or \`same row\`

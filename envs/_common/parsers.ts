@@ -2,10 +2,14 @@
  * Response formats: how a model's raw turn text is turned into actions and fields.
  *
  * Two families, matching VAGEN's two generations:
- * - main formats (`free_think`, `wm`, `free_wm`, `no_think`, `eval_mode`): an unanchored,
- *   non-greedy regex search over the raw text; the first match wins; leading and trailing
- *   junk is allowed (except `no_think`, which must be the whole response). Contents are
- *   trimmed and actions lower-cased.
+ * - main formats (`free_think`, `no_think`, `eval_mode`): an unanchored, non-greedy regex
+ *   search over the raw text; the first match wins; leading and trailing junk is allowed
+ *   (except `no_think`, which must be the whole response). Contents are trimmed and
+ *   actions lower-cased.
+ * - main's world-model formats (`wm`, `wm_think`, and `free_wm`, now an alias of
+ *   `wm_think`): `<perception><reasoning><prediction><answer>`, strict and anchored
+ *   (wm-format.ts); a malformed response still yields its salvaged actions, with
+ *   `format_correct: false`.
  * - the paper's (legacy) formats (`grounding`, `worldmodeling`, `grounding_worldmodeling`
  *   and their `_symbolic` / `_structured` variants): `<image>` is removed first,
  *   `format_correct` needs a strict, anchored match of the whole response, the special
@@ -17,7 +21,11 @@
  * `info` as is.
  */
 
-export const MAIN_FORMATS = ["free_think", "wm", "free_wm", "no_think", "eval_mode"] as const;
+import { canonicalWm, parseWmSections } from "./wm-format.ts";
+
+export const MAIN_FORMATS = ["free_think", "wm", "wm_think", "free_wm", "no_think", "eval_mode"] as const;
+/** Formats that carry the world-model sections (VAGEN main 2026). */
+export const WM_FORMATS = ["wm", "wm_think", "free_wm"] as const;
 export const PAPER_FORMATS = [
   "grounding",
   "worldmodeling",
@@ -32,6 +40,8 @@ export const PAPER_FORMATS = [
 export const RESPONSE_FORMATS = [...MAIN_FORMATS, ...PAPER_FORMATS] as const;
 
 export type MainFormat = (typeof MAIN_FORMATS)[number];
+/** The main formats matched by one unanchored regex (everything but the wm family). */
+type PlainFormat = Exclude<MainFormat, (typeof WM_FORMATS)[number]>;
 export type PaperFormat = (typeof PAPER_FORMATS)[number];
 export type ResponseFormat = (typeof RESPONSE_FORMATS)[number];
 
@@ -43,8 +53,12 @@ export interface ParsedResponse {
   actions: string[];
   think_content: string;
   action_content: string;
+  /** The perception section (wm formats; `observation_content` keeps the same text for older readers). */
+  perception_content?: string;
   observation_content?: string;
   reasoning_content?: string;
+  /** wm formats: the native thinking block before the body. */
+  native_thinking?: string;
   prediction_content?: string;
   [key: string]: unknown;
 }
@@ -66,6 +80,10 @@ const DEFAULT_SPECIAL_TOKENS = ["<think>", "</think>", "<answer>", "</answer>"] 
 
 export function isResponseFormat(name: string): name is ResponseFormat {
   return (RESPONSE_FORMATS as readonly string[]).includes(name);
+}
+
+export function isWmFormat(name: string): name is (typeof WM_FORMATS)[number] {
+  return (WM_FORMATS as readonly string[]).includes(name);
 }
 
 export function isPaperFormat(name: string): name is PaperFormat {
@@ -95,9 +113,31 @@ export function splitActions(
 }
 
 export function parseResponse(response: string, options: ParseOptions): ParsedResponse {
-  return isPaperFormat(options.format)
-    ? parsePaperFormat(response, options.format, options)
-    : parseMainFormat(response, options.format as MainFormat, options);
+  if (isPaperFormat(options.format)) return parsePaperFormat(response, options.format, options);
+  if (isWmFormat(options.format)) return parseWmFormat(response, options.format, options);
+  return parseMainFormat(response, options.format as PlainFormat, options);
+}
+
+// ---------------------------------------------------------------------------------------
+// main's world-model formats
+
+function parseWmFormat(response: string, format: (typeof WM_FORMATS)[number], options: ParseOptions): ParsedResponse {
+  const sections = parseWmSections(response, { allowNativeThinking: format !== "wm" });
+  const split = splitActions(sections.answer, options.actionSep, options.maxActions, options.lowercase ?? true);
+  const answer = split.truncated ? split.actions.join(options.actionSep) : sections.answer;
+  return {
+    llm_raw_response: response,
+    llm_response: canonicalWm({ ...sections, answer }),
+    format_correct: sections.formatCorrect,
+    actions: split.actions,
+    perception_content: sections.perception,
+    observation_content: sections.perception,
+    think_content: sections.reasoning,
+    reasoning_content: sections.reasoning,
+    prediction_content: sections.prediction,
+    action_content: answer,
+    native_thinking: sections.nativeThinking,
+  };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -114,18 +154,12 @@ function re(literal: string): string {
 
 const ANY = "([\\s\\S]*?)"; // Python's non-greedy `(.*?)` under DOTALL
 
-function mainPattern(format: MainFormat, answerTag: string): RegExp {
+function mainPattern(format: PlainFormat, answerTag: string): RegExp {
   const a = tag(answerTag);
   const answer = `${re(a.open)}${ANY}${re(a.close)}`;
   switch (format) {
     case "free_think":
       return new RegExp(`<think>${ANY}</think>\\s*${answer}`);
-    case "wm":
-      return new RegExp(
-        `<observation>${ANY}</observation>\\s*<think>${ANY}</think>\\s*${answer}\\s*<prediction>${ANY}</prediction>`,
-      );
-    case "free_wm":
-      return new RegExp(`<observation>${ANY}</observation>${ANY}${answer}${ANY}<prediction>${ANY}</prediction>`);
     case "no_think":
       return new RegExp(`^\\s*${answer}\\s*$`);
     case "eval_mode":
@@ -135,7 +169,7 @@ function mainPattern(format: MainFormat, answerTag: string): RegExp {
 
 const patternCache = new Map<string, RegExp>();
 
-function cachedMainPattern(format: MainFormat, answerTag: string): RegExp {
+function cachedMainPattern(format: PlainFormat, answerTag: string): RegExp {
   const key = `${format}\u0000${answerTag}`;
   let pattern = patternCache.get(key);
   if (!pattern) {
@@ -145,7 +179,7 @@ function cachedMainPattern(format: MainFormat, answerTag: string): RegExp {
   return pattern;
 }
 
-function parseMainFormat(response: string, format: MainFormat, options: ParseOptions): ParsedResponse {
+function parseMainFormat(response: string, format: PlainFormat, options: ParseOptions): ParsedResponse {
   const answerTag = options.answerTag ?? "answer";
   const lowercase = options.lowercase ?? true;
   const match = cachedMainPattern(format, answerTag).exec(response);
@@ -153,28 +187,10 @@ function parseMainFormat(response: string, format: MainFormat, options: ParseOpt
 
   let think = "";
   let answer = "";
-  let observation = "";
-  let prediction = "";
-  let reasoning = "";
   switch (format) {
     case "free_think":
       think = group(1);
       answer = group(2);
-      break;
-    case "wm":
-      observation = group(1);
-      think = group(2);
-      answer = group(3);
-      prediction = group(4);
-      reasoning = think;
-      break;
-    case "free_wm":
-      observation = group(1);
-      answer = group(3);
-      prediction = group(5);
-      // The two free-text segments, joined by a space when both are present.
-      reasoning = [group(2), group(4)].filter((part) => part.length > 0).join(" ");
-      think = reasoning;
       break;
     case "no_think":
     case "eval_mode":
@@ -195,26 +211,6 @@ function parseMainFormat(response: string, format: MainFormat, options: ParseOpt
   switch (format) {
     case "free_think":
       return { ...base, llm_response: `<think>${think}</think>${answerXml}`, think_content: think, action_content: answer };
-    case "wm":
-      return {
-        ...base,
-        llm_response: `<observation>${observation}</observation><think>${think}</think>${answerXml}<prediction>${prediction}</prediction>`,
-        observation_content: observation,
-        think_content: think,
-        reasoning_content: reasoning,
-        prediction_content: prediction,
-        action_content: answer,
-      };
-    case "free_wm":
-      return {
-        ...base,
-        llm_response: `<observation>${observation}</observation>${answerXml}<prediction>${prediction}</prediction>`,
-        observation_content: observation,
-        think_content: think,
-        reasoning_content: reasoning,
-        prediction_content: prediction,
-        action_content: answer,
-      };
     case "no_think":
     case "eval_mode":
       return { ...base, llm_response: answerXml, think_content: "", action_content: answer };
@@ -308,9 +304,9 @@ export function wrapActions(format: ResponseFormat, actions: string, answerTag =
     case "free_think":
       return `<think>-</think>${answer}`;
     case "wm":
-      return `<observation>-</observation><think>-</think>${answer}<prediction>-</prediction>`;
+    case "wm_think":
     case "free_wm":
-      return `<observation>-</observation>${answer}<prediction>-</prediction>`;
+      return `<perception>-</perception><reasoning>-</reasoning><prediction>-</prediction>${answer}`;
     case "no_think":
     case "eval_mode":
       return answer;

@@ -13,7 +13,7 @@ import { parseConfig } from "../_common/config.ts";
 import { finishCooperatively } from "../_common/cooperative.ts";
 import { stepInfo } from "../_common/step-info.ts";
 import { actionObservationText, initialObservationText } from "../_common/observation.ts";
-import { parseResponse, type ParsedResponse } from "../_common/parsers.ts";
+import { isWmFormat, parseResponse, type ParsedResponse } from "../_common/parsers.ts";
 import { Rng } from "../../src/core/rng.ts";
 import { gridObject, type GridState, type Position } from "../_common/state.ts";
 import type { Env, EnvInfo, Observation, ResetResult, StepResult } from "../_common/types.ts";
@@ -74,12 +74,15 @@ export class FrozenLakeEnv implements Env {
     if (this.ended) return this.stepAfterEnd(parsed, this.ended.success);
     const start: Position = [this.row, this.col];
     const validActions: string[] = [];
-    let actionIsValid = parsed.actions.length > 0 && parsed.format_correct;
+    // FrozenLake has always been strict: under the wm formats a malformed turn's salvaged
+    // actions are not run.
+    const actions = isWmFormat(this.config.prompt_format) && !parsed.format_correct ? [] : parsed.actions;
+    let actionIsValid = actions.length > 0 && parsed.format_correct;
     let done = false;
     let success = false;
     let reward = 0;
 
-    for (const word of parsed.actions) {
+    for (const word of actions) {
       if (!ACTION_SET.has(word)) {
         actionIsValid = false;
         break;

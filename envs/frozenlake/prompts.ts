@@ -2,7 +2,7 @@
  * FrozenLake prompt texts (VAGEN main `frozenlake/utils/prompt.py`, spec 3.4; the paper's
  * formats from the legacy prompts). Exact wording, since models are trained on it.
  */
-import { actionLimitLine, evalModePrompt, noThinkPrompt, paperFormatPrompt, wmRules, type PaperFormatText } from "../_common/format-prompt.ts";
+import { actionLimitLine, evalModePrompt, noThinkPrompt, paperFormatPrompt, wmFormatLines, wmRules, type PaperFormatText } from "../_common/format-prompt.ts";
 
 export const FROZENLAKE_GUIDE = `You are a FrozenLake solver.
 FrozenLake Quick Guide
@@ -41,22 +41,22 @@ Example 3:
 
 const WM_EXAMPLES = `
 Example 1:
-<observation>The goal is below and right of the player, and there is a hole below and same column of the player</observation>
-<think>I should move right to avoid the hole and get closer to the goal</think>
-<answer>Right</answer>
+<perception>The goal is below and right of the player, and the hole is below and same column of the player</perception>
+<reasoning>I should move right to avoid the hole and get closer to the goal</reasoning>
 <prediction>The goal will be below and same column of the player, and the hole will be below and left of the player</prediction>
+<answer>Right</answer>
 
 Example 2:
-<observation>The goal is above and left of the player</observation>
-<think>I should move up to get closer to the goal</think>
-<answer>Up</answer>
+<perception>The goal is above and left of the player</perception>
+<reasoning>I should move up to get closer to the goal</reasoning>
 <prediction>The goal will be same row and left of the player</prediction>
+<answer>Up</answer>
 
 Example 3:
-<observation>The goal is same row and right of the player, and there is a hole above and right of the player</observation>
-<think>I should move right to reach the goal</think>
+<perception>The goal is same row and right of the player, and the hole is above and right of the player</perception>
+<reasoning>I should move right to reach the goal</reasoning>
+<prediction>The goal will be same row and same column of the player, and the hole will be above and same column of the player</prediction>
 <answer>Right</answer>
-<prediction>The player will reach the goal</prediction>
 `;
 
 const PAPER_TEXTS: Record<"grounding" | "worldmodeling" | "grounding_worldmodeling", PaperFormatText> = {
@@ -95,7 +95,7 @@ export function frozenLakeFormatPrompt(format: FrozenLakePromptFormat, maxAction
     }
     case "wm": {
       // Unlike Sokoban's, FrozenLake's wm base prompt has no trailing newline.
-      const base = `${limit}\nYour response must be in the format of:\n<observation>...</observation><think>...</think><answer>...</answer><prediction>...</prediction>.\n\n${wmRules("the `goal` and any visible `hole` objects", maxActions, actionSep)}`;
+      const base = `${limit}\n${wmFormatLines(false)}\n\n${wmRules("the `goal` and any visible `hole` objects", maxActions, actionSep)}`;
       return addExample ? `${base}\n${WM_EXAMPLES}` : base;
     }
     case "no_think":

@@ -61,6 +61,11 @@ export const sokobanConfigSchema = v.strictObject({
    */
   max_generation_states: v.optional(positiveInt(), 10_000_000),
   prompt_format: v.optional(v.picklist(SOKOBAN_PROMPT_FORMATS), "wm"),
+  /**
+   * Under the wm formats, a response that is not exactly the format runs none of its
+   * (salvaged) actions. False restores main's pre-2026-08-10 salvage: they run.
+   */
+  strict_format: v.optional(v.boolean(), true),
   reward_preset: v.optional(v.picklist(["main", "paper"]), "main"),
   /** Overrides the preset's value when given. */
   format_reward: v.optional(v.number()),

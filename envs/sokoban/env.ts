@@ -12,7 +12,7 @@ import { parseConfig } from "../_common/config.ts";
 import { finishCooperatively } from "../_common/cooperative.ts";
 import { stepInfo } from "../_common/step-info.ts";
 import { actionObservationText, initialObservationText } from "../_common/observation.ts";
-import { parseResponse, type ParsedResponse } from "../_common/parsers.ts";
+import { isWmFormat, parseResponse, type ParsedResponse } from "../_common/parsers.ts";
 import { gridObject, type GridState, type Position } from "../_common/state.ts";
 import type { Env, EnvInfo, Observation, ResetResult, StepResult } from "../_common/types.ts";
 import { resolveSokobanRewards, sokobanConfigSchema, type SokobanConfig, type SokobanConfigInput, type SokobanRewards } from "./config.ts";
@@ -63,12 +63,15 @@ export class SokobanEnv implements Env {
     if (this.solved) return this.stepAfterSolved(parsed);
     const startPlayer = this.player;
     const validActions: SokobanAction[] = [];
-    let actionIsValid = parsed.actions.length > 0 && parsed.format_correct;
+    // Under the wm formats a malformed turn's salvaged actions are dropped (main's
+    // strict_format): running them would teach the policy the other sections are optional.
+    const actions = this.config.strict_format && isWmFormat(this.config.prompt_format) && !parsed.format_correct ? [] : parsed.actions;
+    let actionIsValid = actions.length > 0 && parsed.format_correct;
     let success = false;
     let done = false;
     let reward = 0;
 
-    for (const action of parsed.actions) {
+    for (const action of actions) {
       if (!ACTION_SET.has(action)) {
         actionIsValid = false;
         break;

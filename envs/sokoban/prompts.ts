@@ -7,6 +7,7 @@ import {
   evalModePrompt,
   noThinkPrompt,
   paperFormatPrompt,
+  wmFormatLines,
   wmRules,
   type PaperFormatText,
 } from "../_common/format-prompt.ts";
@@ -24,6 +25,7 @@ Actions you can take: Left, Down, Right, Up.`;
 export const SOKOBAN_PROMPT_FORMATS = [
   "free_think",
   "wm",
+  "wm_think",
   "free_wm",
   "no_think",
   "eval_mode",
@@ -49,45 +51,22 @@ Example 3:
 
 const WM_EXAMPLES = `
 Example 1:
-<observation>The box is below and right of the player, and the target is below and right of the player</observation>
-<think>I should move right to align my column with the box and the target</think>
-<answer>Right</answer>
+<perception>The box is below and right of the player, and the target is below and right of the player</perception>
+<reasoning>I should move right to align my column with the box and the target</reasoning>
 <prediction>The box will be below and same column of the player, and the target will be below and same column of the player</prediction>
+<answer>Right</answer>
 
 Example 2:
-<observation>The box is above and left of the player, and the target is above and same column of the player</observation>
-<think>I should move up to align my row with the box and reach the target's row position</think>
-<answer>Up</answer>
+<perception>The box is above and left of the player, and the target is above and same column of the player</perception>
+<reasoning>I should move up to align my row with the box and reach the target's row position</reasoning>
 <prediction>The box will be same row and left of the player, and the target will be same row and same column of the player</prediction>
+<answer>Up</answer>
 
 Example 3:
-<observation>The box is same row and right of the player, and the target is same row and left of the player</observation>
-<think>I should move right to push the box right while keeping the target on my left</think>
-<answer>Right</answer>
+<perception>The box is same row and right of the player, and the target is same row and left of the player</perception>
+<reasoning>I should move right to push the box right while keeping the target on my left</reasoning>
 <prediction>The box will be same row and right of the player, and the target will be same row and left of the player</prediction>
-`;
-
-const FREE_WM_EXAMPLES = `
-Example 1:
-<observation>The box is below and right of the player, and the target is below and right of the player</observation>
-I should move right to align my column with the box and the target.
 <answer>Right</answer>
-After moving right, the box and target should still be below me but now in the same column.
-<prediction>The box will be below and same column of the player, and the target will be below and same column of the player</prediction>
-
-Example 2:
-<observation>The box is above and left of the player, and the target is above and same column of the player</observation>
-I should move up to align my row with the box and reach the target's row position.
-<answer>Up</answer>
-After moving up, the box should be on the same row to my left, and the target on the same row in the same column.
-<prediction>The box will be same row and left of the player, and the target will be same row and same column of the player</prediction>
-
-Example 3:
-<observation>The box is same row and right of the player, and the target is same row and left of the player</observation>
-I should move right to push the box right while keeping the target on my left.
-<answer>Right</answer>
-After pushing right, the box stays to my right and the target stays to my left.
-<prediction>The box will be same row and right of the player, and the target will be same row and left of the player</prediction>
 `;
 
 const OBJECTS = "the `target` and any visible `box` objects";
@@ -127,13 +106,11 @@ export function sokobanFormatPrompt(format: SokobanPromptFormat, maxActions: num
       const base = `${limit}\nYou should first give your reasoning, and then your answer.\nYour response should be in the format of:\n<think>...</think><answer>...</answer>`;
       return addExample ? `${base}\n${FREE_THINK_EXAMPLES}` : base;
     }
-    case "wm": {
-      const base = `${limit}\nYour response must be in the format of:\n<observation>...</observation><think>...</think><answer>...</answer><prediction>...</prediction>.\n\n${wmRules(OBJECTS, maxActions, actionSep)}\n`;
-      return addExample ? `${base}\n${WM_EXAMPLES}` : base;
-    }
+    case "wm":
+    case "wm_think":
     case "free_wm": {
-      const base = `${limit}\nYour response must be in the format of:\n<observation>...</observation> your reasoning <answer>...</answer> your reasoning <prediction>...</prediction>.\n\nYou may include free-form reasoning text between the tags.\n\n${wmRules(OBJECTS, maxActions, actionSep)}\n`;
-      return addExample ? `${base}\n${FREE_WM_EXAMPLES}` : base;
+      const base = `${limit}\n${wmFormatLines(format !== "wm")}\n\n${wmRules(OBJECTS, maxActions, actionSep)}\n`;
+      return addExample ? `${base}\n${WM_EXAMPLES}` : base;
     }
     case "no_think":
       return noThinkPrompt(maxActions, actionSep, "<answer>Down{sep}Down</answer>", addExample);

@@ -63,33 +63,46 @@ describe("free_think", () => {
   });
 });
 
-describe("wm and free_wm", () => {
-  const wm = "<observation>box below</observation> <think>push</think>\n<answer>Down</answer><prediction>box on target</prediction>";
+describe("wm, wm_think and free_wm (VAGEN main 2026: perception, reasoning, prediction, answer last)", () => {
+  const wm = "<perception>box below</perception> <reasoning>push</reasoning>\n<prediction>box on target</prediction><answer>Down</answer>";
   test("wm fills every field", () => {
     const p = parse(wm, "wm");
     expect(p).toMatchObject({
       format_correct: true,
+      perception_content: "box below",
       observation_content: "box below",
       think_content: "push",
       reasoning_content: "push",
       prediction_content: "box on target",
       actions: ["down"],
     });
-    expect(p.llm_response).toBe("<observation>box below</observation><think>push</think><answer>Down</answer><prediction>box on target</prediction>");
+    expect(p.llm_response).toBe("<perception>box below</perception><reasoning>push</reasoning><prediction>box on target</prediction><answer>Down</answer>");
   });
 
-  test("wm needs every tag, in order", () => {
-    expect(parse("<observation>o</observation><think>t</think><answer>Up</answer>", "wm").format_correct).toBe(false);
-    expect(parse("<think>t</think><observation>o</observation><answer>Up</answer><prediction>p</prediction>", "wm").format_correct).toBe(false);
-    expect(parse("<observation>o</observation>text<think>t</think><answer>Up</answer><prediction>p</prediction>", "wm").format_correct).toBe(false);
+  test("wm is anchored: every tag, in order, nothing but whitespace around them", () => {
+    expect(parse("<perception>o</perception><reasoning>t</reasoning><answer>Up</answer>", "wm").format_correct).toBe(false);
+    expect(parse("<perception>o</perception><reasoning>t</reasoning><answer>Up</answer><prediction>p</prediction>", "wm").format_correct).toBe(false);
+    expect(parse("<perception>o</perception>text<reasoning>t</reasoning><prediction>p</prediction><answer>Up</answer>", "wm").format_correct).toBe(false);
+    expect(parse(`note: ${wm}`, "wm").format_correct).toBe(false);
+    expect(parse(`${wm} trailing`, "wm").format_correct).toBe(false);
+    expect(parse(`\n  ${wm}\n`, "wm").format_correct).toBe(true);
   });
 
-  test("free_wm allows free text between tags and joins it as reasoning", () => {
-    const p = parse("<observation>o</observation> first <answer>Up</answer> second <prediction>p</prediction>", "free_wm");
-    expect(p).toMatchObject({ format_correct: true, reasoning_content: "first second", think_content: "first second", actions: ["up"] });
-    const empty = parse("<observation>o</observation><answer>Up</answer><prediction>p</prediction>", "free_wm");
-    expect(empty.reasoning_content).toBe("");
-    expect(empty.llm_response).toBe("<observation>o</observation><answer>Up</answer><prediction>p</prediction>");
+  test("a malformed or legacy-ordered response keeps its salvaged actions without format credit", () => {
+    const legacy = parse("<observation>o</observation><think>t</think><answer>Up, Left</answer><prediction>p</prediction>", "wm");
+    expect(legacy).toMatchObject({ format_correct: false, actions: ["up", "left"], perception_content: "o", reasoning_content: "t" });
+    expect(parse("Answer: Right", "wm")).toMatchObject({ format_correct: false, actions: ["right"] });
+  });
+
+  test("wm_think (and its alias free_wm) allows a native thinking block; wm does not", () => {
+    const thinking = `<think>hmm</think> draft </think>\n${wm}`;
+    expect(parse(thinking, "wm").format_correct).toBe(false);
+    for (const format of ["wm_think", "free_wm"] as const) {
+      const p = parse(thinking, format);
+      expect(p).toMatchObject({ format_correct: true, native_thinking: "hmm</think> draft", actions: ["down"] });
+    }
+    // The template opened <think>: the response starts inside it.
+    expect(parse(`plan first</think>${wm}`, "wm_think")).toMatchObject({ format_correct: true, native_thinking: "plan first" });
   });
 });
 

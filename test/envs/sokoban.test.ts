@@ -155,6 +155,20 @@ describe("step semantics", () => {
     }
   });
 
+  test("wm's strict_format: a malformed turn runs none of its salvaged actions unless strict_format is false", async () => {
+    const legacy = "<observation>o</observation><think>t</think><answer>Right</answer><prediction>p</prediction>";
+    const strict = (await envWithRoom("#######\n#P____#\n#___XO#\n#######", { prompt_format: "wm" })).env;
+    const r = await strict.step(legacy);
+    expect(r.info.format_correct).toBe(false);
+    expect(r.info.actions).toEqual(["right"]);
+    expect(r.reward).toBe(0);
+    expect(r.obs.text).toContain("the extracted valid action is [].");
+    const loose = (await envWithRoom("#######\n#P____#\n#___XO#\n#######", { prompt_format: "wm", strict_format: false })).env;
+    const salvaged = await loose.step(legacy);
+    expect(salvaged.info.metrics!.turn_metrics!.action_is_effective).toBe(true);
+    expect(salvaged.reward).toBeCloseTo(0.1);
+  });
+
   test("actions beyond max_actions_per_step are dropped", async () => {
     const { env } = await envWithRoom("########\n#P_____#\n#___XO_#\n########", { max_actions_per_step: 2 });
     const r = await env.step(answer("right,right,right,right"));
@@ -210,19 +224,20 @@ describe("rendering and prompts", () => {
   test("system prompts match VAGEN's composition", async () => {
     const wm = (await new SokobanEnv({}).systemPrompt()).text;
     expect(wm.startsWith("You are a Sokoban solver.\nSokoban Quick Guide\n")).toBe(true);
-    expect(wm).toContain("Actions you can take: Left, Down, Right, Up.\nYou can take up to 3 action(s) at a time, separated by ,.\nYour response must be in the format of:\n<observation>...</observation><think>...</think><answer>...</answer><prediction>...</prediction>.");
+    expect(wm).toContain("Actions you can take: Left, Down, Right, Up.\nYou can take up to 3 action(s) at a time, separated by ,.\nYour response must be in the format of:\n<perception>...</perception><reasoning>...</reasoning><prediction>...</prediction><answer>...</answer>\nThe order is required");
     expect(wm).toContain("- Separate multiple actions with `,`.\n\n\nExample 1:");
     const ft = (await new SokobanEnv({ prompt_format: "free_think", use_example_in_sys_prompt: false }).systemPrompt()).text;
     expect(ft.endsWith("Your response should be in the format of:\n<think>...</think><answer>...</answer>")).toBe(true);
-    const fwm = (await new SokobanEnv({ prompt_format: "free_wm" }).systemPrompt()).text;
-    expect(fwm).toContain("You may include free-form reasoning text between the tags.");
+    const wmThink = (await new SokobanEnv({ prompt_format: "wm_think" }).systemPrompt()).text;
+    expect(wmThink).toContain("You may think first inside <think>...</think>");
+    expect((await new SokobanEnv({ prompt_format: "free_wm" }).systemPrompt()).text).toBe(wmThink);
     const paper = (await new SokobanEnv({ prompt_format: "grounding_worldmodeling" }).systemPrompt()).text;
     expect(paper).toContain("e.g. <think><observation>");
     expect(paper).toContain("<answer>Right,Down</answer>");
   });
 
   test("every prompt format round-trips through its parser", async () => {
-    for (const format of ["free_think", "wm", "free_wm", "no_think", "eval_mode", "grounding", "worldmodeling", "grounding_worldmodeling"] as const) {
+    for (const format of ["free_think", "wm", "wm_think", "free_wm", "no_think", "eval_mode", "grounding", "worldmodeling", "grounding_worldmodeling"] as const) {
       const env = new SokobanEnv({ prompt_format: format, min_solution_steps: [1, 3], max_actions_per_step: 10 });
       await env.reset(2);
       const solution = shortestSolution(env.currentRoom!)!;

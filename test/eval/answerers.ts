@@ -1,16 +1,24 @@
 /**
  * What the fake server answers: the env's BFS solution for the observed state (read from
  * the text grid in the last observation), garbage, or a lookup by observation image for
- * vision runs. Answers use the `wm` tag order, which both `wm` and `free_think` parsers
- * accept (their regexes are unanchored).
+ * vision runs. Answers follow the format the system prompt asks for: main's `wm`
+ * protocol when it names `<perception>`, `free_think` otherwise.
  */
 import { shortestPath } from "../../envs/frozenlake/map.ts";
 import { roomFromText, shortestSolution } from "../../envs/sokoban/index.ts";
 import { imageUrls, lastUserText, type WireRequest } from "./fake-openai-server.ts";
 
+function capitalised(actions: string[]): string {
+  return actions.map((a) => a[0]!.toUpperCase() + a.slice(1)).join(",");
+}
+
+/** Main's wm protocol: perception, reasoning, prediction, answer last. */
 export function wmAnswer(actions: string[]): string {
-  const words = actions.map((a) => a[0]!.toUpperCase() + a.slice(1));
-  return `<observation>-</observation><think>follow the shortest path</think><answer>${words.join(",")}</answer><prediction>-</prediction>`;
+  return `<perception>-</perception><reasoning>follow the shortest path</reasoning><prediction>-</prediction><answer>${capitalised(actions)}</answer>`;
+}
+
+export function freeThinkAnswer(actions: string[]): string {
+  return `<think>follow the shortest path</think><answer>${capitalised(actions)}</answer>`;
 }
 
 /** The grid (or image placeholder) between the observation header and "Decide your next action(s)." */
@@ -56,8 +64,9 @@ export function frozenLakeSolution(grid: string): string[] {
 export function solverAnswer(request: WireRequest): string {
   const grid = observedGrid(lastUserText(request));
   const system = systemText(request);
-  if (system.includes("Sokoban")) return wmAnswer(sokobanSolution(grid));
-  if (system.includes("FrozenLake")) return wmAnswer(frozenLakeSolution(grid));
+  const answer = system.includes("<perception>...</perception>") ? wmAnswer : freeThinkAnswer;
+  if (system.includes("Sokoban")) return answer(sokobanSolution(grid));
+  if (system.includes("FrozenLake")) return answer(frozenLakeSolution(grid));
   throw new Error(`solverAnswer: unknown env in system prompt: ${system.slice(0, 80)}`);
 }
 
