@@ -18,6 +18,7 @@ import { createClient } from "../src/clients/config.ts";
 import { imageToDataUrl } from "../src/clients/openai-wire.ts";
 import { validate } from "../src/config/index.ts";
 import { EvalConfig } from "../src/evaluation/config.ts";
+import { buildEvalPlan } from "../src/evaluation/plan.ts";
 import { runEvaluation } from "../src/evaluation/runner.ts";
 import { garbageAnswer, solverAnswer } from "../test/eval/answerers.ts";
 import { startFakeOpenAIServer, type WireRequest } from "../test/eval/fake-openai-server.ts";
@@ -42,7 +43,7 @@ async function runnerBench(label: string, answer: (r: WireRequest) => string, en
     envs,
   });
   const start = performance.now();
-  const result = await runEvaluation(config, { client: createClient(config.model), createEnv });
+  const result = await runEvaluation(buildEvalPlan(config), { client: createClient(config.model), createEnv });
   const seconds = (performance.now() - start) / 1000;
   const requests = server.requests.length;
   const bytes = server.requests.reduce((s, r) => s + JSON.stringify(r.body).length, 0);

@@ -1,17 +1,31 @@
 #!/usr/bin/env bun
 /**
  * The `vagen` command line. Commands live one per module in src/cli/commands/ and
- * register themselves on the program; this file only wires them, turns errors into one
- * clear line (secrets redacted) and a non-zero exit, and ends quietly when the reader of
- * its output goes away.
+ * register themselves on the program; this file only wires them (and the config kinds
+ * they read), turns errors into one clear line (secrets redacted) and a non-zero exit,
+ * and ends quietly when the reader of its output goes away.
  */
 import { Command, CommanderError } from "commander";
+import { type ConfigKind, registerConfigKind } from "../config/kinds.ts";
 import { redactText } from "../config/redact.ts";
+import { evalConfigKind } from "../evaluation/config.ts";
 import { VERSION } from "../version.ts";
 import { VagenError } from "../core/errors.ts";
 import { commands } from "./commands/index.ts";
 
+/**
+ * Every kind of config file vagen reads, so `vagen config show` checks any of them as the
+ * command that runs it would. Listed here, not registered by importing a module, so the
+ * set does not depend on which modules happen to be loaded.
+ */
+export const CONFIG_KINDS: readonly ConfigKind[] = [evalConfigKind];
+
+export function registerConfigKinds(kinds: readonly ConfigKind[] = CONFIG_KINDS): void {
+  for (const kind of kinds) registerConfigKind(kind);
+}
+
 export function buildProgram(): Command {
+  registerConfigKinds();
   const program = new Command("vagen")
     .description("Multi-turn RL for vision-language-model agents, in one binary")
     .version(VERSION, "-V, --version", "print the vagen version")

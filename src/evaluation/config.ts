@@ -18,11 +18,11 @@
 import * as v from "valibot";
 import { ModelConfig, SamplingConfig } from "../clients/config.ts";
 import { createEnv } from "../../envs/registry.ts";
-import { type ResolvedConfig, registerConfigKind, resolveConfig, validateResolved } from "../config/index.ts";
+import { type ConfigKind, type ResolvedConfig, resolveConfig, validateResolved } from "../config/index.ts";
 import { VagenError } from "../core/errors.ts";
 import { createHarness } from "../harness/registry.ts";
 import { resolveEvalPaths } from "./config-paths.ts";
-import { type SeedDirective, directiveSeeds, normalizeSeedDirective, seedDirectiveProblem } from "../core/seeds.ts";
+import { buildEvalPlan, type EvalPlan } from "./plan.ts";
 
 const positiveInt = (what: string) => v.pipe(v.number(), v.integer(`${what}: an integer`), v.minValue(1, `${what} >= 1`));
 const integer = v.pipe(v.number(), v.safeInteger("an integer"));
@@ -82,74 +82,33 @@ export const EvalConfig = v.strictObject({
 export type EvalConfig = v.InferOutput<typeof EvalConfig>;
 
 /**
- * Checks that span keys (which the schema can't say well): at least one env, one way of
- * choosing seeds per env, enough seeds, and no seed twice (episodes are stored per seed).
- * `file` names the config in the message.
+ * Load, compose, override, validate and check an eval config file, and plan the run:
+ * everything `vagen eval` checks before its first request (it runs the plan), and all
+ * that `vagen config show` checks for an eval config.
  */
-export function checkEvalConfig(config: EvalConfig, file = "eval config"): EvalConfig {
-  if (Object.keys(config.envs).length === 0) {
-    throw new VagenError(`${file}: key "envs": no envs to evaluate`, "add one, e.g. envs: {sokoban: {name: Sokoban, episodes: 8}}");
-  }
-  for (const [tag, spec] of Object.entries(config.envs)) {
-    checkSeedKeys(spec, `${file}: key "envs.${tag}`);
-    checkSeedsDistinct(episodeSeedsForTag(config, tag), `${file}: key "envs.${tag}`);
-  }
-  return config;
+export async function loadEvalPlan(file: string, overrides: string[]): Promise<EvalPlan> {
+  return planResolvedEvalConfig(resolveConfig(file, overrides));
 }
 
-/** `key` is the message prefix up to the env's key path, without the closing quote. */
-function checkSeedKeys(spec: EnvEvalSpec, key: string): void {
-  if (spec.seed !== undefined) {
-    const other = spec.seed_start !== undefined ? "seed_start" : spec.seeds !== undefined ? "seeds" : undefined;
-    if (other) throw new VagenError(`${key}.seed": a seed directive and ${other} both choose the seeds; keep one of them`);
-    const problem = seedDirectiveProblem(seedDirectiveOf(spec)!, spec.episodes);
-    if (problem) throw new VagenError(`${key}.seed": ${problem}`, "widen [lo, hi], raise k, or lower episodes");
-  }
-  if (spec.seeds && spec.seeds.length < spec.episodes) {
-    throw new VagenError(`${key}.seeds": ${spec.seeds.length} seed(s) listed but episodes is ${spec.episodes}; list at least as many seeds as episodes`);
-  }
-}
-
-/**
- * Episode folders are named by seed, so a repeated seed would overwrite its twin (and
- * resume would count it twice). `[lo, hi]` and `[lo, hi, k > 1]` may repeat seeds.
- */
-function checkSeedsDistinct(seeds: number[], key: string): void {
-  const seen = new Set<number>();
-  for (const seed of seeds) {
-    if (seen.has(seed)) {
-      throw new VagenError(
-        `${key}": seed ${seed} comes up more than once; each episode needs its own seed`,
-        "use a directive that can't repeat ([lo, hi, 1]), or list distinct seeds",
-      );
-    }
-    seen.add(seed);
-  }
-}
-
-/**
- * Load, compose, override, validate and check an eval config file: everything `vagen eval`
- * checks before its first request, and all that `vagen config show` checks for an eval
- * config (both call this).
- */
+/** The checked config of `loadEvalPlan`, for callers that only want the config. */
 export async function loadEvalConfig(file: string, overrides: string[]): Promise<EvalConfig> {
-  return checkResolvedEvalConfig(resolveConfig(file, overrides));
+  return (await loadEvalPlan(file, overrides)).config;
 }
 
 /**
- * The whole validation of a resolved eval config: the schema, its paths made absolute
- * (config-paths.ts), the checks across keys, and each env's own config and harness
- * (built once and closed, so a typo such as `dim_rom` fails here, naming its env).
+ * The whole validation of a resolved eval config, ending in its plan: the schema, its
+ * paths made absolute (config-paths.ts), the plan with its checks across keys
+ * (plan.ts), and each env's own config and harness (built once and closed, so a typo
+ * such as `dim_rom` fails here, naming its env).
  */
-export async function checkResolvedEvalConfig(resolved: ResolvedConfig): Promise<EvalConfig> {
-  const config = checkEvalConfig(resolveEvalPaths(validateResolved(EvalConfig, resolved), resolved), resolved.file);
-  for (const [tag, spec] of Object.entries(config.envs)) {
-    const { name, options } = harnessNameAndOptions(spec.harness);
-    await withKeyContext(`${resolved.file}: key "envs.${tag}.harness"`, () => createHarness(name, options));
-    const env = await withKeyContext(`${resolved.file}: key "envs.${tag}": could not create env "${spec.name}"`, () => createEnv(spec.name, spec.config));
-    await env.close();
+export async function planResolvedEvalConfig(resolved: ResolvedConfig): Promise<EvalPlan> {
+  const plan = buildEvalPlan(resolveEvalPaths(validateResolved(EvalConfig, resolved), resolved), resolved.file);
+  for (const env of plan.envs) {
+    await withKeyContext(`${resolved.file}: key "envs.${env.tag}.harness"`, () => createHarness(env.harness.name, env.harness.options));
+    const instance = await withKeyContext(`${resolved.file}: key "envs.${env.tag}": could not create env "${env.name}"`, () => createEnv(env.name, env.config));
+    await instance.close();
   }
-  return config;
+  return plan;
 }
 
 /** Run `make`, prefixing a failure's message with where in the config it comes from. */
@@ -162,57 +121,14 @@ async function withKeyContext<T>(where: string, make: () => Promise<T>): Promise
   }
 }
 
-/** Where an env sits in the run, for its seed directive's hash. */
-export interface SeedPosition {
-  /** The env's index in the config's `envs` mapping, in the order the keys appear. */
-  specIndex: number;
-  /** `run.base_seed`. */
-  baseSeed: number;
-}
-
-function seedDirectiveOf(spec: EnvEvalSpec): SeedDirective | undefined {
-  return spec.seed === undefined ? undefined : normalizeSeedDirective(spec.seed);
-}
-
 /**
- * The seeds of an env's episodes, in order. A spec with a seed directive also needs its
- * position in the run (see `episodeSeedsForTag`).
+ * The eval config kind, for `vagen config show` (registered by the CLI at start-up;
+ * see src/cli/main.ts).
  */
-export function episodeSeeds(spec: EnvEvalSpec, position?: SeedPosition): number[] {
-  if (spec.seeds) return spec.seeds.slice(0, spec.episodes);
-  const directive = seedDirectiveOf(spec);
-  if (directive) {
-    if (!position) throw new Error(`episodeSeeds: env "${spec.name}" has a seed directive; pass its index and base_seed`);
-    return directiveSeeds(directive, spec.episodes, { ...position, name: spec.name, split: spec.split });
-  }
-  const start = spec.seed_start ?? 0;
-  return Array.from({ length: spec.episodes }, (_, i) => start + i);
-}
-
-/**
- * The seeds of the env under `tag`. VAGEN's envs are a list and its hash takes the list
- * index; here envs are a mapping, and the index is the tag's position in key order (the
- * order in the file; a `defaults:` file's envs come first).
- */
-export function episodeSeedsForTag(config: EvalConfig, tag: string): number[] {
-  const specIndex = Object.keys(config.envs).indexOf(tag);
-  const spec = config.envs[tag];
-  if (!spec || specIndex < 0) throw new Error(`episodeSeedsForTag: no env "${tag}" in the config`);
-  return episodeSeeds(spec, { specIndex, baseSeed: config.run.base_seed });
-}
-
-/** Split a harness spec into its name (or import path) and its options. */
-export function harnessNameAndOptions(spec: HarnessSpec): { name: string; options: Record<string, unknown> } {
-  if (typeof spec === "string") return { name: spec, options: {} };
-  const { name, ...options } = spec;
-  return { name, options };
-}
-
-// `vagen config show` validates eval configs with this schema.
-registerConfigKind({
+export const evalConfigKind: ConfigKind = {
   name: "eval",
   description: "vagen eval: one model backend, envs to evaluate",
   schema: EvalConfig,
-  load: checkResolvedEvalConfig,
+  load: async (resolved) => (await planResolvedEvalConfig(resolved)).config,
   detect: (data) => "envs" in data && "model" in data && "output_dir" in data,
-});
+};

@@ -1,7 +1,8 @@
-/** `vagen eval`: config, runner, per-episode outputs and summaries. */
-export { EvalConfig, EnvEvalSpec, HarnessSpec, episodeSeeds, episodeSeedsForTag, harnessNameAndOptions } from "./config.ts";
+/** `vagen eval`: config, plan, runner and its events, per-episode outputs and summaries. */
+export { EvalConfig, EnvEvalSpec, HarnessSpec, evalConfigKind, loadEvalConfig, loadEvalPlan } from "./config.ts";
+export { buildEvalPlan, envSpecSeeds, harnessChoice, planEnvSpecs, type EnvSpec, type EvalPlan, type HarnessChoice, type PlannedEnv, type PlannedEpisode, type SeededEpisode } from "./plan.ts";
 export { runEvaluation, buildSummary, type EnvFactory, type EvalDependencies, type EvalResult } from "./runner.ts";
+export type { EvalEvent, EvalEventListener, EvalProgress } from "./events.ts";
 export { episodeMetrics, episodeSuccess, finishedNormally, turnFormatError, type EpisodeMetrics } from "./episode-metrics.ts";
 export { summarizeEnv, formatSummaryTable, type EvalSummary, type EnvSummary } from "./summary.ts";
 export { episodeDir, summaryPath, observationImageName } from "./layout.ts";
-export { BarReporter, LogReporter, type EvalReporter, type EvalProgress } from "./progress.ts";

@@ -1,7 +1,9 @@
 /**
- * The eval runner: every (env, seed) episode of the config, run concurrently through its
- * harness against one shared client, each written to its own folder as it finishes, then
- * summary.json rebuilt from what is on disk.
+ * The eval runner: executes a plan (plan.ts). Every planned episode runs through its
+ * env's harness against one shared client, several at once, each written to its own
+ * folder as it finishes; then summary.json is rebuilt from what is on disk. What happens
+ * is told through events (events.ts) to one listener; the runner never writes to a
+ * terminal.
  *
  * Resume: an episode whose folder holds a metrics.json from a normal finish is skipped.
  * Abort (Ctrl-C): no new episode starts, in-flight ones are cancelled and not written,
@@ -12,17 +14,15 @@ import { join } from "node:path";
 import { stringify } from "yaml";
 import type { Env } from "../../envs/_common/types.ts";
 import { isAbortError } from "../clients/errors.ts";
-import type { InferenceClient, SamplingParams } from "../clients/types.ts";
-import { toSamplingParams } from "../clients/config.ts";
-import { createHarness } from "../harness/registry.ts";
-import type { Harness } from "../harness/types.ts";
+import type { InferenceClient } from "../clients/types.ts";
 import { redactSecrets } from "../config/index.ts";
-import { VagenError } from "../core/errors.ts";
-import { type EnvEvalSpec, type EvalConfig, checkEvalConfig, episodeSeedsForTag, harnessNameAndOptions } from "./config.ts";
-import { type EpisodeContext, type EpisodeMetrics, episodeMetrics, failedEpisodeMetrics, finishedNormally } from "./episode-metrics.ts";
-import { configCopyPath, episodeDir, summaryPath } from "./layout.ts";
+import { createHarness } from "../harness/registry.ts";
+import type { Harness, TurnRecord } from "../harness/types.ts";
+import { type EpisodeContext, type EpisodeMetrics, episodeMetrics, failedEpisodeMetrics, finishedNormally, turnFormatError } from "./episode-metrics.ts";
+import type { EvalEvent, EvalEventListener, EvalProgress, ParsedAction, TurnFinishedEvent, TurnReward } from "./events.ts";
+import { configCopyPath, observationImageName, summaryPath } from "./layout.ts";
 import { jsonText, readEpisodeMetrics, removeStaleTemporaries, writeEpisode, writeFileAtomic } from "./outputs.ts";
-import type { EvalProgress, EvalReporter } from "./progress.ts";
+import { type EvalPlan, type PlannedEpisode, planSummary } from "./plan.ts";
 import { type EvalSummary, summarizeEnv } from "./summary.ts";
 
 /** Creates an env by registered name or by import path (resolved against `baseDir`). */
@@ -31,7 +31,8 @@ export type EnvFactory = (nameOrImportPath: string, config: Record<string, unkno
 export interface EvalDependencies {
   client: InferenceClient;
   createEnv: EnvFactory;
-  reporter?: EvalReporter;
+  /** The one subscription point: every event of the run, in order. */
+  onEvent?: EvalEventListener;
   signal?: AbortSignal;
   /** Directory that relative harness import paths are resolved against (the config's). */
   baseDir?: string;
@@ -46,136 +47,174 @@ export interface EvalResult {
   aborted: boolean;
 }
 
-interface Job {
-  tag: string;
-  spec: EnvEvalSpec;
-  seed: number;
-  harness: Harness;
-  sampling: SamplingParams;
-  context: EpisodeContext;
-}
-
-export async function runEvaluation(config: EvalConfig, deps: EvalDependencies): Promise<EvalResult> {
-  checkEvalConfig(config);
+export async function runEvaluation(plan: EvalPlan, deps: EvalDependencies): Promise<EvalResult> {
   const { client, signal } = deps;
-  const reporter = deps.reporter;
-  const outputDir = config.output_dir;
-  mkdirSync(outputDir, { recursive: true });
-  writeFileAtomic(configCopyPath(outputDir), stringify(redactSecrets(config)));
+  const emit = (event: EvalEvent) => deps.onEvent?.(event);
+  mkdirSync(plan.outputDir, { recursive: true });
+  writeFileAtomic(configCopyPath(plan.outputDir), stringify(redactSecrets(plan.config)));
 
   const harnesses = new Map<string, Harness>();
-  for (const [tag, spec] of Object.entries(config.envs)) {
-    const { name, options } = harnessNameAndOptions(spec.harness);
-    harnesses.set(tag, await createHarness(name, options, deps.baseDir));
-    await checkEnvCreates(tag, spec, deps.createEnv, deps.baseDir);
-    removeStaleTemporaries(join(outputDir, tag));
+  for (const env of plan.envs) {
+    harnesses.set(env.tag, await createHarness(env.harness.name, env.harness.options, deps.baseDir));
+    removeStaleTemporaries(join(plan.outputDir, env.tag));
   }
 
-  const jobs: Job[] = [];
-  const progress: EvalProgress = { done: 0, total: 0, running: 0, successes: 0, errors: 0 };
-  for (const [tag, spec] of Object.entries(config.envs)) {
-    const sampling = { ...toSamplingParams(config.model.sampling), ...toSamplingParams(spec.sampling) };
-    const context: EpisodeContext = { envName: spec.name, tag, model: client.description, maxTurns: spec.max_turns, envConfig: spec.config };
-    for (const seed of episodeSeedsForTag(config, tag)) {
-      progress.total++;
-      const previous = config.run.resume ? readEpisodeMetrics(episodeDir(outputDir, tag, seed)) : undefined;
-      if (previous && finishedNormally(previous.finish_reason)) {
-        progress.done++;
-        if (previous.success) progress.successes++;
-        continue;
-      }
-      jobs.push({ tag, spec, seed, harness: harnesses.get(tag)!, sampling, context });
+  const progress: EvalProgress = { done: 0, total: plan.episodes.length, running: 0, successes: 0, errors: 0 };
+  const skippedPerEnv = new Map<string, number>();
+  const toRun: PlannedEpisode[] = [];
+  for (const episode of plan.episodes) {
+    const previous = plan.resume ? readEpisodeMetrics(episode.dir) : undefined;
+    if (previous && finishedNormally(previous.finish_reason)) {
+      progress.done++;
+      if (previous.success) progress.successes++;
+      skippedPerEnv.set(episode.env.tag, (skippedPerEnv.get(episode.env.tag) ?? 0) + 1);
+    } else {
+      toRun.push(episode);
     }
   }
   const skipped = progress.done;
-  reporter?.start({ total: progress.total, skipped });
+  emit({
+    type: "run_started",
+    outputDir: plan.outputDir,
+    model: client.description,
+    maxConcurrentEpisodes: plan.maxConcurrentEpisodes,
+    envs: planSummary(plan, (env) => skippedPerEnv.get(env.tag) ?? 0),
+    progress: { ...progress },
+  });
 
   let next = 0;
   let ran = 0;
   const worker = async () => {
-    while (next < jobs.length && !signal?.aborted) {
-      const job = jobs[next++]!;
+    while (next < toRun.length && !signal?.aborted) {
+      const episode = toRun[next++]!;
       progress.running++;
-      reporter?.episodeStarted?.({ ...progress });
+      emit({ type: "episode_started", tag: episode.env.tag, envName: episode.env.name, seed: episode.seed, dir: episode.dir, progress: { ...progress } });
       try {
-        const metrics = await runJob(job, deps, outputDir);
+        const metrics = await runEpisode(episode, harnesses.get(episode.env.tag)!, deps, emit);
         if (metrics) {
           ran++;
           progress.done++;
           if (metrics.success) progress.successes++;
           if (!finishedNormally(metrics.finish_reason)) progress.errors++;
-          reporter?.episodeDone(metrics, { ...progress, running: progress.running - 1 });
+          emit(episodeFinished(episode, metrics, { ...progress, running: progress.running - 1 }));
         }
       } finally {
         progress.running--;
       }
     }
   };
-  const workers = Math.min(config.run.max_concurrent_episodes, jobs.length);
+  const workers = Math.min(plan.maxConcurrentEpisodes, toRun.length);
   await Promise.all(Array.from({ length: workers }, worker));
-  reporter?.finish({ ...progress });
 
-  const summary = buildSummary(config, client.description);
-  writeFileAtomic(summaryPath(outputDir), jsonText(summary));
-  return { summary, ran, skipped, aborted: signal?.aborted ?? false };
+  const summary = buildSummary(plan, client.description);
+  writeFileAtomic(summaryPath(plan.outputDir), jsonText(summary));
+  for (const [tag, env] of Object.entries(summary.envs)) emit({ type: "env_summary", tag, summary: env });
+  const aborted = signal?.aborted ?? false;
+  emit({ type: "run_finished", summary, summaryPath: summaryPath(plan.outputDir), ran, skipped, aborted, progress: { ...progress } });
+  return { summary, ran, skipped, aborted };
 }
 
 /**
  * Run one episode and write its folder. Returns undefined when it was aborted (nothing is
  * written then). Failures inside the episode are recorded in its metrics, not thrown.
  */
-async function runJob(job: Job, deps: EvalDependencies, outputDir: string): Promise<EpisodeMetrics | undefined> {
-  const dir = episodeDir(outputDir, job.tag, job.seed);
+async function runEpisode(episode: PlannedEpisode, harness: Harness, deps: EvalDependencies, emit: (event: EvalEvent) => void): Promise<EpisodeMetrics | undefined> {
+  const { env: planned, seed } = episode;
+  const context: EpisodeContext = { envName: planned.name, tag: planned.tag, model: deps.client.description, maxTurns: planned.maxTurns, envConfig: planned.config };
   let env: Env | undefined;
   try {
-    env = await deps.createEnv(job.spec.name, job.spec.config, deps.baseDir);
-    const record = await job.harness.runEpisode({
+    env = await deps.createEnv(planned.name, planned.config, deps.baseDir);
+    const record = await harness.runEpisode({
       env,
       client: deps.client,
-      seed: job.seed,
-      maxTurns: job.spec.max_turns,
-      sampling: job.sampling,
-      imagePlaceholder: typeof job.spec.config.image_placeholder === "string" ? job.spec.config.image_placeholder : undefined,
+      seed,
+      maxTurns: planned.maxTurns,
+      sampling: planned.sampling,
+      imagePlaceholder: planned.imagePlaceholder,
       signal: deps.signal,
+      onTurn: (turn) => emit(turnFinished(episode, turn)),
     });
-    // Redacted here already, so progress lines never show what the files must not hold.
-    const metrics = redactSecrets(episodeMetrics(record, job.context));
-    writeEpisode(dir, metrics, record);
+    // Redacted here already, so no event shows what the files must not hold.
+    const metrics = redactSecrets(episodeMetrics(record, context));
+    writeEpisode(episode.dir, metrics, record);
     return metrics;
   } catch (err) {
     if (isAbortError(err) || deps.signal?.aborted) return undefined;
     // A harness bug or an env that can't be built for this seed: keep a record and go on.
-    const metrics = redactSecrets(failedEpisodeMetrics(job.seed, job.harness.name, job.context, err));
-    writeEpisode(dir, metrics);
+    const metrics = redactSecrets(failedEpisodeMetrics(seed, harness.name, context, err));
+    writeEpisode(episode.dir, metrics);
     return metrics;
   } finally {
     await env?.close().catch(() => {});
   }
 }
 
-/** Build one env up front so a misspelled env name or config key fails before any request. */
-async function checkEnvCreates(tag: string, spec: EnvEvalSpec, createEnv: EnvFactory, baseDir?: string): Promise<void> {
-  let env: Env;
-  try {
-    env = await createEnv(spec.name, spec.config, baseDir);
-  } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
-    throw new VagenError(`envs.${tag}: could not create env "${spec.name}": ${message}`, err instanceof VagenError ? err.hint : undefined);
-  }
-  await env.close();
+function turnFinished(episode: PlannedEpisode, turn: TurnRecord): TurnFinishedEvent {
+  return {
+    type: "turn_finished",
+    tag: episode.env.tag,
+    seed: episode.seed,
+    turn: turn.index,
+    maxTurns: episode.env.maxTurns,
+    text: turn.completion.text,
+    completionFinishReason: turn.completion.finishReason,
+    action: parsedAction(turn),
+    reward: turnReward(turn),
+    done: turn.done,
+    observationText: turn.observation.text,
+    images: turn.observation.images.map((image, i) => ({ path: observationImageName(turn.index, i), width: image.width, height: image.height, image })),
+  };
 }
 
-/** The summary of everything the config asks for that has a metrics.json on disk. */
-export function buildSummary(config: EvalConfig, model: string, now = new Date()): EvalSummary {
+/** What the env parsed from the answer, as far as its info says. */
+function parsedAction(turn: TurnRecord): ParsedAction {
+  const { info } = turn;
+  const action: ParsedAction = {};
+  if (Array.isArray(info.actions)) action.actions = info.actions.map(String);
+  const malformed = turnFormatError(turn);
+  if (malformed !== undefined) action.formatCorrect = !malformed;
+  if (typeof info.think_content === "string") action.think = info.think_content;
+  if (typeof info.action_content === "string") action.answer = info.action_content;
+  return action;
+}
+
+const STATE_REWARD_PREFIX = "state_reward/";
+
+/** The step's reward, with the world-model parts VAGEN main reports as `info["state_reward/<name>"]` taken out. */
+function turnReward(turn: TurnRecord): TurnReward {
+  const worldModel: Record<string, number> = {};
+  for (const [key, value] of Object.entries(turn.info)) {
+    if (key.startsWith(STATE_REWARD_PREFIX) && typeof value === "number") worldModel[key.slice(STATE_REWARD_PREFIX.length)] = value;
+  }
+  const worldModelTotal = Object.values(worldModel).reduce((sum, r) => sum + r, 0);
+  return { total: turn.reward, worldModel, env: turn.reward - worldModelTotal };
+}
+
+function episodeFinished(episode: PlannedEpisode, metrics: EpisodeMetrics, progress: EvalProgress): EvalEvent {
+  return {
+    type: "episode_finished",
+    tag: episode.env.tag,
+    envName: episode.env.name,
+    seed: episode.seed,
+    dir: episode.dir,
+    success: metrics.success,
+    reward: metrics.cumulative_reward,
+    turns: metrics.num_turns,
+    finishReason: metrics.finish_reason,
+    ...(metrics.error ? { error: metrics.error } : {}),
+    progress,
+  };
+}
+
+/** The summary of every planned episode that has a metrics.json on disk. */
+export function buildSummary(plan: EvalPlan, model: string, now = new Date()): EvalSummary {
   const envs: EvalSummary["envs"] = {};
   let complete = true;
-  for (const [tag, spec] of Object.entries(config.envs)) {
-    const seeds = episodeSeedsForTag(config, tag);
-    const finished = seeds
-      .map((seed) => readEpisodeMetrics(episodeDir(config.output_dir, tag, seed)))
-      .filter((m): m is EpisodeMetrics => m !== undefined);
-    if (finished.length < seeds.length) complete = false;
-    envs[tag] = summarizeEnv(spec.name, harnessNameAndOptions(spec.harness).name, seeds.length, finished);
+  for (const env of plan.envs) {
+    const dirs = plan.episodes.filter((e) => e.env === env).map((e) => e.dir);
+    const finished = dirs.map((dir) => readEpisodeMetrics(dir)).filter((m): m is EpisodeMetrics => m !== undefined);
+    if (finished.length < dirs.length) complete = false;
+    envs[env.tag] = summarizeEnv(env.name, env.harness.name, dirs.length, finished);
   }
   return { created_at: now.toISOString(), model, complete, envs };
 }

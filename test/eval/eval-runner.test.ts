@@ -6,9 +6,10 @@ import { createEnv } from "../../envs/registry.ts";
 import { createClient } from "../../src/clients/config.ts";
 import { imageToDataUrl } from "../../src/clients/openai-wire.ts";
 import { validate } from "../../src/config/index.ts";
-import { checkEvalConfig, episodeSeeds, EvalConfig } from "../../src/evaluation/config.ts";
+import { EvalConfig } from "../../src/evaluation/config.ts";
 import type { EpisodeMetrics } from "../../src/evaluation/episode-metrics.ts";
-import type { EvalReporter } from "../../src/evaluation/progress.ts";
+import type { EvalEventListener } from "../../src/evaluation/events.ts";
+import { buildEvalPlan, envSpecSeeds } from "../../src/evaluation/plan.ts";
 import { runEvaluation } from "../../src/evaluation/runner.ts";
 import { formatSummaryTable } from "../../src/evaluation/summary.ts";
 import { garbageAnswer, imageLookupAnswer, sokobanSolution, solverAnswer, wmAnswer } from "./answerers.ts";
@@ -35,8 +36,8 @@ const TEXT_ENVS = {
   frozenlake: { name: "FrozenLake", config: FROZENLAKE_TEXT, episodes: 3, seed_start: 7, max_turns: 5, harness: "no_concat" },
 };
 
-async function run(config: EvalConfig, extra: { signal?: AbortSignal; reporter?: EvalReporter } = {}) {
-  return runEvaluation(config, { client: createClient(config.model), createEnv, ...extra });
+async function run(config: EvalConfig, extra: { signal?: AbortSignal; onEvent?: EvalEventListener } = {}) {
+  return runEvaluation(buildEvalPlan(config), { client: createClient(config.model), createEnv, ...extra });
 }
 
 function readMetrics(out: string, tag: string, seed: number): EpisodeMetrics {
@@ -130,7 +131,7 @@ describe("vagen eval runner over real HTTP", () => {
     const { server, out } = setup({ answer: solverAnswer, fault: firstAttemptSlow });
     const retries: string[] = [];
     const config = evalConfig(out, server.baseUrl, { sokoban: TEXT_ENVS.sokoban }, { timeout_s: 0.1 });
-    const result = await runEvaluation(config, { client: createClient(config.model, { onRetry: (e) => retries.push(e.reason) }), createEnv });
+    const result = await runEvaluation(buildEvalPlan(config), { client: createClient(config.model, { onRetry: (e) => retries.push(e.reason) }), createEnv });
     expect(result.summary.envs.sokoban!.success_rate).toBe(1);
     expect(retries.length).toBe(seen.size);
     expect(retries.every((r) => r.includes("no complete response within 100 ms"))).toBe(true);
@@ -177,14 +178,11 @@ describe("vagen eval runner over real HTTP", () => {
   test("an abort stops launching, drops in-flight episodes, keeps finished ones and summarizes them", async () => {
     const { server, out } = setup({ answer: solverAnswer, fault: (n) => (n >= 1 ? { delayMs: 30 } : undefined) });
     const controller = new AbortController();
-    const reporter: EvalReporter = {
-      start() {},
-      note() {},
-      finish() {},
-      episodeDone: () => controller.abort(),
+    const onEvent: EvalEventListener = (event) => {
+      if (event.type === "episode_finished") controller.abort();
     };
     const config = evalConfig(out, server.baseUrl, { sokoban: { ...TEXT_ENVS.sokoban, episodes: 6 } }, {}, { max_concurrent_episodes: 2 });
-    const result = await run(config, { signal: controller.signal, reporter });
+    const result = await run(config, { signal: controller.signal, onEvent });
     expect(result.aborted).toBe(true);
     expect(result.ran).toBe(1);
     expect(result.summary.complete).toBe(false);
@@ -227,10 +225,11 @@ describe("eval config", () => {
       'unknown key "envs.a.max_turn" (did you mean "max_turns"?)',
     );
     const fewSeeds = validate(EvalConfig, { ...base, envs: { a: { name: "Sokoban", episodes: 3, seeds: [1, 2] } } });
-    expect(() => checkEvalConfig(fewSeeds, "e.yaml")).toThrow('e.yaml: key "envs.a.seeds": 2 seed(s) listed but episodes is 3');
-    expect(() => checkEvalConfig(validate(EvalConfig, { ...base, envs: {} }), "e.yaml")).toThrow('e.yaml: key "envs": no envs to evaluate');
-    expect(episodeSeeds({ ...fewSeeds.envs.a!, episodes: 2 })).toEqual([1, 2]);
-    expect(episodeSeeds({ ...fewSeeds.envs.a!, seeds: undefined, seed_start: 5 })).toEqual([5, 6, 7]);
+    expect(() => buildEvalPlan(fewSeeds, "e.yaml")).toThrow('e.yaml: key "envs.a.seeds": 2 seed(s) listed but episodes is 3');
+    expect(() => buildEvalPlan(validate(EvalConfig, { ...base, envs: {} }), "e.yaml")).toThrow('e.yaml: key "envs": no envs to evaluate');
+    const spec = { name: "Sokoban", config: {}, maxTurns: 5 };
+    expect(envSpecSeeds({ ...spec, count: 2, seedList: [1, 2] }, 0, 0)).toEqual([1, 2]);
+    expect(envSpecSeeds({ ...spec, count: 3, seedStart: 5 }, 0, 0)).toEqual([5, 6, 7]);
     expect(() => validate(EvalConfig, { ...base, model: { ...base.model, base_url: "localhost" }, envs: {} })).toThrow("model.base_url");
   });
 });

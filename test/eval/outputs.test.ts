@@ -2,10 +2,12 @@ import { describe, expect, test } from "bun:test";
 import { readdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { createHarness } from "../../src/harness/registry.ts";
-import { harnessNameAndOptions, loadEvalConfig } from "../../src/evaluation/config.ts";
+import { loadEvalConfig } from "../../src/evaluation/config.ts";
+import { harnessChoice } from "../../src/evaluation/plan.ts";
 import type { EpisodeMetrics } from "../../src/evaluation/episode-metrics.ts";
 import { episodeMetrics, episodeSuccess } from "../../src/evaluation/episode-metrics.ts";
-import { BarReporter, LogReporter } from "../../src/evaluation/progress.ts";
+import { evalBarRenderer, evalLogRenderer } from "../../src/cli/render/eval-lines.ts";
+import type { EvalEvent, EvalProgress } from "../../src/evaluation/events.ts";
 import { formatSummaryTable, summarizeEnv } from "../../src/evaluation/summary.ts";
 import { renderTranscript } from "../../src/evaluation/transcript.ts";
 import type { EpisodeRecord, TurnRecord } from "../../src/harness/types.ts";
@@ -39,7 +41,7 @@ describe("example configs", () => {
     for (const file of files) {
       const config = await loadEvalConfig(join(EXAMPLES, file), []);
       for (const spec of Object.values(config.envs)) {
-        const { name, options } = harnessNameAndOptions(spec.harness);
+        const { name, options } = harnessChoice(spec.harness);
         const harness = await createHarness(name, options, EXAMPLES);
         expect(typeof harness.runEpisode).toBe("function");
       }
@@ -93,7 +95,7 @@ describe("summary", () => {
   });
 });
 
-describe("transcript and reporters", () => {
+describe("transcript and progress views", () => {
   test("the transcript fences text that itself contains backticks", () => {
     const rec = record([turn(1, 0.1, { actions: ["up"], format_correct: true }, "```python\nx\n```")]);
     const md = renderTranscript(rec, episodeMetrics(rec, ctx));
@@ -101,19 +103,32 @@ describe("transcript and reporters", () => {
     expect(md).toContain('**Env:** actions ["up"]; format ok; reward 0.100; done false');
   });
 
-  test("the log reporter writes one line per episode; the bar redraws one line with \\r", () => {
+  test("the log view writes one line per episode; the bar redraws one line with \\r", () => {
     const lines: string[] = [];
     const out = { write: (t: string) => lines.push(t) };
     const m = episodeMetrics(record([turn(1, 1.1, { success: true })], "done"), ctx);
-    const log = new LogReporter(out);
-    log.start({ total: 2, skipped: 1 });
-    log.episodeDone(m, { done: 2, total: 2, running: 0, successes: 2, errors: 0 });
+    const started = (progress: EvalProgress): EvalEvent => ({ type: "run_started", outputDir: "out", model: "m", maxConcurrentEpisodes: 1, envs: [], progress });
+    const finished = (progress: EvalProgress): EvalEvent => ({
+      type: "episode_finished",
+      tag: m.tag,
+      envName: m.env_name,
+      seed: m.seed,
+      dir: "d",
+      success: m.success,
+      reward: m.cumulative_reward,
+      turns: m.num_turns,
+      finishReason: m.finish_reason,
+      progress,
+    });
+    const log = evalLogRenderer(out);
+    log(started({ done: 1, total: 2, running: 0, successes: 1, errors: 0 }));
+    log(finished({ done: 2, total: 2, running: 0, successes: 2, errors: 0 }));
     expect(lines).toEqual(["eval: 2 episode(s), 1 already finished (resume)\n", "[2/2] line seed 3: success, reward 1.100, 1 turn(s)\n"]);
 
     lines.length = 0;
-    const bar = new BarReporter(out, 10);
-    bar.start({ total: 4, skipped: 0 });
-    bar.episodeDone(m, { done: 2, total: 4, running: 1, successes: 1, errors: 0 });
+    const bar = evalBarRenderer(out, 10);
+    bar(started({ done: 0, total: 4, running: 0, successes: 0, errors: 0 }));
+    bar(finished({ done: 2, total: 4, running: 1, successes: 1, errors: 0 }));
     expect(lines[lines.length - 1]).toBe("\r\x1b[2Keval [#####-----] 2/4  running 1  success 1  errors 0");
   });
 });

@@ -5,7 +5,8 @@
 import { describe, expect, test } from "bun:test";
 import { validate } from "../../src/config/index.ts";
 import { blake2b } from "../../src/core/blake2b.ts";
-import { checkEvalConfig, episodeSeeds, episodeSeedsForTag, EvalConfig } from "../../src/evaluation/config.ts";
+import { EvalConfig } from "../../src/evaluation/config.ts";
+import { buildEvalPlan, envSpecSeeds, type EvalPlan } from "../../src/evaluation/plan.ts";
 import { PythonRandom, pythonRange } from "../../src/core/python-random.ts";
 import { directiveSeeds, pythonListRepr, type SeedDirective, seedRngSeed, type SeedStream } from "../../src/core/seeds.ts";
 
@@ -126,7 +127,8 @@ describe("seed directives", () => {
 describe("seed directives in an eval config", () => {
   const base = { output_dir: "x", model: { backend: "openai", base_url: "http://127.0.0.1:1/v1", model: "m" } };
   const config = (envs: Record<string, unknown>, run: Record<string, unknown> = {}) =>
-    checkEvalConfig(validate(EvalConfig, { ...base, run, envs }), "e.yaml");
+    buildEvalPlan(validate(EvalConfig, { ...base, run, envs }), "e.yaml");
+  const episodeSeedsForTag = (plan: EvalPlan, tag: string) => plan.envs.find((env) => env.tag === tag)!.seeds;
 
   test("seeds come from the directive, the env's position, its split and run.base_seed", () => {
     const c = config({
@@ -147,8 +149,8 @@ describe("seed directives in an eval config", () => {
 
   test("defaults: base_seed 0, split default; a bare integer means [a]", () => {
     const c = config({ frozenlake: { name: "FrozenLake", episodes: 3, seed: 5 } });
-    expect(c.run.base_seed).toBe(0);
-    expect(c.envs.frozenlake!.split).toBe("default");
+    expect(c.config.run.base_seed).toBe(0);
+    expect(c.config.envs.frozenlake!.split).toBe("default");
     expect(episodeSeedsForTag(c, "frozenlake")).toEqual(directiveSeeds([5], 3, { baseSeed: 0, specIndex: 0, name: "FrozenLake", split: "default" }));
   });
 
@@ -172,9 +174,11 @@ describe("seed directives in an eval config", () => {
     expect(() => config({ a: { name: "Sokoban", episodes: 12, seed: [0, 5, 3] } })).toThrow("seed 5 comes up more than once");
   });
 
-  test("episodeSeeds needs the env's position for a directive", () => {
+  test("an env's seeds depend on its position and the base seed, as in VAGEN's list", () => {
     const c = config({ a: { name: "Sokoban", episodes: 2, seed: [0, 9, 1] } });
-    expect(() => episodeSeeds(c.envs.a!)).toThrow("seed directive");
-    expect(episodeSeeds(c.envs.a!, { specIndex: 0, baseSeed: 0 })).toEqual(episodeSeedsForTag(c, "a"));
+    const spec = { name: "Sokoban", config: {}, count: 2, seed: [0, 9, 1], maxTurns: 5 };
+    expect(envSpecSeeds(spec, 0, 0)).toEqual(episodeSeedsForTag(c, "a"));
+    expect(envSpecSeeds(spec, 1, 0)).toEqual(directiveSeeds([0, 9, 1], 2, { baseSeed: 0, specIndex: 1, name: "Sokoban", split: "default" }));
+    expect(envSpecSeeds(spec, 0, 3)).toEqual(directiveSeeds([0, 9, 1], 2, { baseSeed: 3, specIndex: 0, name: "Sokoban", split: "default" }));
   });
 });

@@ -1,16 +1,18 @@
 /**
  * `vagen eval CONFIG.yaml [key.path=value ...]`: evaluate a model on environments.
- * Thin: load the config, build the client, run, print the summary table.
+ * Thin: plan the run from the config, build the client, run the plan with a view that
+ * draws its events, print the summary table.
  */
 import type { Command } from "commander";
 import { createEnv } from "../../../envs/registry.ts";
 import { createClient } from "../../clients/config.ts";
 import { VagenError } from "../../core/errors.ts";
-import { loadEvalConfig } from "../../evaluation/config.ts";
+import { loadEvalPlan } from "../../evaluation/config.ts";
+import type { EvalEventListener } from "../../evaluation/events.ts";
 import { summaryPath } from "../../evaluation/layout.ts";
-import { BarReporter, type EvalReporter, LogReporter } from "../../evaluation/progress.ts";
 import { runEvaluation } from "../../evaluation/runner.ts";
 import { type EvalSummary, formatSummaryTable } from "../../evaluation/summary.ts";
+import { evalBarRenderer, evalLogRenderer } from "../render/eval-lines.ts";
 
 /** Exit status after Ctrl-C, as shells report a SIGINT death (128 + 2). */
 const INTERRUPTED_EXIT = 130;
@@ -28,28 +30,30 @@ export function register(program: Command): void {
 }
 
 async function evalCommand(file: string, overrides: string[], progress: boolean): Promise<void> {
-  const config = await loadEvalConfig(file, overrides);
-  const reporter: EvalReporter = progress && process.stderr.isTTY ? new BarReporter() : new LogReporter();
-  const client = createClient(config.model, { onRetry: (e) => reporter.retry?.(`retry ${e.retry} in ${(e.delayMs / 1000).toFixed(2)} s after: ${e.reason}`) });
+  const plan = await loadEvalPlan(file, overrides);
+  const view: EvalEventListener = progress && process.stderr.isTTY ? evalBarRenderer() : evalLogRenderer();
+  const client = createClient(plan.config.model, {
+    onRetry: (e) => view({ type: "warning", code: "retry", message: `retry ${e.retry} in ${(e.delayMs / 1000).toFixed(2)} s after: ${e.reason}` }),
+  });
 
   // First Ctrl-C: stop starting episodes, cancel the ones in flight, keep what finished.
   // Second Ctrl-C: leave at once.
   const controller = new AbortController();
   const onSigint = () => {
     if (controller.signal.aborted) process.exit(INTERRUPTED_EXIT);
-    reporter.note("interrupted: stopping (finished episodes are kept; Ctrl-C again to quit now)");
+    view({ type: "warning", code: "interrupted", message: "interrupted: stopping (finished episodes are kept; Ctrl-C again to quit now)" });
     controller.abort();
   };
   process.on("SIGINT", onSigint);
   try {
-    const result = await runEvaluation(config, {
+    const result = await runEvaluation(plan, {
       client,
       createEnv,
-      reporter,
+      onEvent: view,
       signal: controller.signal,
     });
     process.stdout.write(formatSummaryTable(result.summary));
-    process.stdout.write(`summary: ${summaryPath(config.output_dir)}\n`);
+    process.stdout.write(`summary: ${summaryPath(plan.outputDir)}\n`);
     if (result.aborted) {
       throw new VagenError(
         `interrupted; ${result.ran} episode(s) finished in this run and were kept`,

@@ -1,0 +1,243 @@
+/**
+ * A validated eval config, resolved once into a plan: every episode's env, env config,
+ * seed, harness and sampling, and where it is written. The runner only executes a plan;
+ * nothing downstream reads the config's seed keys or merges sampling again.
+ *
+ * The seeding of env specs (`planEnvSpecs`) is shared with the trainer's dataset of env
+ * specs, so `seed: [lo, hi, k]` means the same seeds in `vagen eval` and `vagen train`.
+ *
+ * This module's runtime imports are src/core and src/clients only, so the trainer (a
+ * sibling of evaluation in the layers) can import it without pulling in the eval runner.
+ */
+import { toSamplingParams } from "../clients/config.ts";
+import type { SamplingParams } from "../clients/types.ts";
+import { VagenError } from "../core/errors.ts";
+import { directiveSeeds, normalizeSeedDirective, type SeedDirective, seedDirectiveProblem } from "../core/seeds.ts";
+import type { EnvEvalSpec, EvalConfig, HarnessSpec } from "./config.ts";
+import { episodeDir } from "./layout.ts";
+import type { PlannedEnvSummary } from "./events.ts";
+
+/**
+ * One entry of a list of env specs, in VAGEN's semantics (its dataset yaml's `envs[]`,
+ * and vagen's eval `envs:` entries). Which seeds the episodes get, first match wins:
+ * `seedList` (VAGEN's `seed_list`), else the directive `seed` (`[a]`, `[lo, hi]`,
+ * `[lo, hi, k]`, or a bare `a`; see src/core/seeds.ts), else `seedStart + i` (from 0).
+ */
+export interface EnvSpec {
+  /** Registered env name or import path; also part of the seed directive's hash. */
+  name: string;
+  /** The env's own config, passed through untouched. */
+  config: Record<string, unknown>;
+  /** Episodes of this spec: VAGEN's `n_envs` (training), eval's `episodes`. */
+  count: number;
+  /** VAGEN's seed directive. */
+  seed?: number | readonly number[];
+  /** Explicit seeds; the first `count` are used (at least `count` must be given). */
+  seedList?: readonly number[];
+  /** Seeds `seedStart`, `seedStart + 1`, ... when neither of the above is set. */
+  seedStart?: number;
+  /** VAGEN's split label (default "default"); it only feeds the directive's hash. */
+  split?: string;
+  /** Model turns per episode at most (VAGEN's required `max_turns`). */
+  maxTurns: number;
+}
+
+/** One episode of a spec list: which spec (by reference and position) and its seed. */
+export interface SeededEpisode<S extends EnvSpec = EnvSpec> {
+  spec: S;
+  /** The spec's position in the list: it feeds the seed hash, as VAGEN's list index does. */
+  specIndex: number;
+  /** The episode's position within its spec (0-based). */
+  index: number;
+  seed: number;
+}
+
+/**
+ * The seeds of one env spec, in order. `specIndex` is the spec's position in its list and
+ * `baseSeed` the run's base seed (VAGEN's `data.base_seed` / eval's `run.base_seed`): with
+ * the env name and split they key the directive's random stream, exactly as VAGEN's
+ * `generate_seeds_for_spec` does. `where` prefixes error messages (a config key path).
+ */
+export function envSpecSeeds(spec: EnvSpec, specIndex: number, baseSeed: number, where = `env spec ${specIndex}`): number[] {
+  if (spec.seedList) {
+    if (spec.seedList.length < spec.count) {
+      throw new VagenError(`${where}: ${spec.seedList.length} seed(s) listed but episodes is ${spec.count}; list at least as many seeds as episodes`);
+    }
+    return spec.seedList.slice(0, spec.count);
+  }
+  if (spec.seed !== undefined) {
+    const directive: SeedDirective = normalizeSeedDirective(spec.seed);
+    const problem = seedDirectiveProblem(directive, spec.count);
+    if (problem) throw new VagenError(`${where}: ${problem}`, "widen [lo, hi], raise k, or lower episodes");
+    return directiveSeeds(directive, spec.count, { baseSeed, specIndex, name: spec.name, split: spec.split ?? "default" });
+  }
+  const start = spec.seedStart ?? 0;
+  return Array.from({ length: spec.count }, (_, i) => start + i);
+}
+
+/**
+ * Every episode of a list of env specs, spec by spec, each with its seed: the dataset of
+ * env specs that both eval and training run.
+ *
+ * For the trainer's dataset (VAGEN's env-spec semantics), map each dataset entry to an
+ * `EnvSpec` and keep whatever else the entry carries on it (the result hands each
+ * episode its own spec object back):
+ *
+ *   const specs = dataset.envs.map((e) => ({
+ *     name: e.name, config: e.config, count: e.n_envs, seed: e.seed, seedList: e.seed_list,
+ *     maxTurns: e.max_turns, sampling: { maxTokens: e.response_length_per_turn },
+ *   }));
+ *   const episodes = planEnvSpecs(specs, config.data.base_seed);
+ *   // episodes[i].spec.sampling, episodes[i].seed, episodes[i].spec.maxTurns ...
+ *
+ * Seeds may repeat (`[lo, hi]`, or `[lo, hi, k]` with k > 1), as VAGEN allows in
+ * training; eval refuses repeats itself (its folders are per seed). Shuffling, and `n`
+ * rollouts per entry, are the trainer's: this is the unshuffled list in spec order.
+ * `where(i)` names spec i in errors (default "env spec i"; eval passes its key path).
+ */
+export function planEnvSpecs<S extends EnvSpec>(specs: readonly S[], baseSeed = 0, where?: (specIndex: number) => string): SeededEpisode<S>[] {
+  const episodes: SeededEpisode<S>[] = [];
+  specs.forEach((spec, specIndex) => {
+    const seeds = envSpecSeeds(spec, specIndex, baseSeed, where?.(specIndex));
+    seeds.forEach((seed, index) => episodes.push({ spec, specIndex, index, seed }));
+  });
+  return episodes;
+}
+
+/** A harness as configured: a name or import path, and its options. */
+export interface HarnessChoice {
+  name: string;
+  options: Record<string, unknown>;
+}
+
+/** Split a harness spec (`concat`, or `{name: compact, history_turns: 3}`) into name and options. */
+export function harnessChoice(spec: HarnessSpec): HarnessChoice {
+  if (typeof spec === "string") return { name: spec, options: {} };
+  const { name, ...options } = spec;
+  return { name, options };
+}
+
+/** One env of an eval plan: everything its episodes share. */
+export interface PlannedEnv extends EnvSpec {
+  /** The env's key under `envs:`; names its output folder and summary row. */
+  tag: string;
+  harness: HarnessChoice;
+  /** model.sampling with the env's own sampling merged over it. */
+  sampling: SamplingParams;
+  /** The env's image placeholder in observation text, when its config sets one. */
+  imagePlaceholder?: string;
+  /** Its episodes' seeds, in order. */
+  seeds: number[];
+}
+
+/** One episode of an eval plan. */
+export interface PlannedEpisode {
+  env: PlannedEnv;
+  seed: number;
+  /** Its output folder: `<output_dir>/<tag>/seed_<seed>`. */
+  dir: string;
+}
+
+export interface EvalPlan {
+  /** The checked config the plan came from (written to the run's config.yaml). */
+  config: EvalConfig;
+  outputDir: string;
+  /** Skip episodes whose folder holds a metrics.json from a normal finish. */
+  resume: boolean;
+  maxConcurrentEpisodes: number;
+  /** In config order. */
+  envs: PlannedEnv[];
+  /** Env by env in config order, seed by seed within an env. */
+  episodes: PlannedEpisode[];
+}
+
+/**
+ * The plan for a validated eval config (paths already resolved, see config-paths.ts).
+ * Checks what spans keys, naming them with `file`: at least one env, one way of choosing
+ * seeds per env, enough seeds, and no seed twice within an env (episodes are stored per
+ * seed, so a repeat would overwrite its twin and count twice on resume).
+ *
+ * VAGEN's envs are a list and its seed hash takes the list index; here envs are a
+ * mapping, and the index is the tag's position in key order (the order in the file; a
+ * `defaults:` file's envs come first).
+ */
+export function buildEvalPlan(config: EvalConfig, file = "eval config"): EvalPlan {
+  const tags = Object.keys(config.envs);
+  if (tags.length === 0) {
+    throw new VagenError(`${file}: key "envs": no envs to evaluate`, "add one, e.g. envs: {sokoban: {name: Sokoban, episodes: 8}}");
+  }
+  const modelSampling = toSamplingParams(config.model.sampling);
+  const envs: PlannedEnv[] = tags.map((tag) => {
+    const spec = config.envs[tag]!;
+    checkSeedKeys(spec, `${file}: key "envs.${tag}.seed`);
+    const placeholder = spec.config.image_placeholder;
+    return {
+      tag,
+      name: spec.name,
+      config: spec.config,
+      count: spec.episodes,
+      seed: spec.seed,
+      seedList: spec.seeds,
+      seedStart: spec.seed_start,
+      split: spec.split,
+      maxTurns: spec.max_turns,
+      harness: harnessChoice(spec.harness),
+      sampling: { ...modelSampling, ...toSamplingParams(spec.sampling) },
+      imagePlaceholder: typeof placeholder === "string" ? placeholder : undefined,
+      seeds: [],
+    };
+  });
+  const seedKey = (i: number) => {
+    const spec = envs[i]!;
+    return `${file}: key "envs.${spec.tag}.${spec.seedList ? "seeds" : "seed"}"`;
+  };
+  const episodes: PlannedEpisode[] = planEnvSpecs(envs, config.run.base_seed, seedKey).map(({ spec, seed }) => {
+    spec.seeds.push(seed);
+    return { env: spec, seed, dir: episodeDir(config.output_dir, spec.tag, seed) };
+  });
+  for (const env of envs) checkSeedsDistinct(env.seeds, `${file}: key "envs.${env.tag}`);
+  return {
+    config,
+    outputDir: config.output_dir,
+    resume: config.run.resume,
+    maxConcurrentEpisodes: config.run.max_concurrent_episodes,
+    envs,
+    episodes,
+  };
+}
+
+/** The plan's envs as `run_started` shows them; `skipped` counts each env's episodes already finished. */
+export function planSummary(plan: EvalPlan, skipped: (env: PlannedEnv) => number): PlannedEnvSummary[] {
+  return plan.envs.map((env) => ({
+    tag: env.tag,
+    envName: env.name,
+    harness: env.harness.name,
+    maxTurns: env.maxTurns,
+    episodes: env.seeds.length,
+    skipped: skipped(env),
+  }));
+}
+
+/**
+ * A directive picks the seeds alone: combined with seed_start or seeds, one would be
+ * ignored. `key` is the message prefix up to the key path, without the closing quote.
+ */
+function checkSeedKeys(spec: EnvEvalSpec, key: string): void {
+  if (spec.seed === undefined) return;
+  const other = spec.seed_start !== undefined ? "seed_start" : spec.seeds !== undefined ? "seeds" : undefined;
+  if (other) throw new VagenError(`${key}": a seed directive and ${other} both choose the seeds; keep one of them`);
+}
+
+/** `[lo, hi]` and `[lo, hi, k > 1]` may repeat seeds; eval can't store two episodes under one. `key` as above. */
+function checkSeedsDistinct(seeds: number[], key: string): void {
+  const seen = new Set<number>();
+  for (const seed of seeds) {
+    if (seen.has(seed)) {
+      throw new VagenError(
+        `${key}": seed ${seed} comes up more than once; each episode needs its own seed`,
+        "use a directive that can't repeat ([lo, hi, 1]), or list distinct seeds",
+      );
+    }
+    seen.add(seed);
+  }
+}
