@@ -1,0 +1,150 @@
+/**
+ * The training forward: training rows in, per-response-token log-probs, entropies or
+ * critic values out, differentiably.
+ *
+ * Rows are packed as verl packs them: the prompt left-padded to P, the response
+ * right-padded to R, so response token j of every row sits at column P + j and is
+ * predicted by the hidden state at column P + j - 1:
+ *
+ *   ids      [pad pad p0 p1 p2 | r0 r1 r2 pad]
+ *   hidden    ........ h(P-1) h(P) h(P+1) ...      -> logits predicting r0 r1 r2 ...
+ *
+ * Critic values follow the same shift: values[b, j] = V(state before response token j),
+ * the convention of every estimator (src/algorithms/estimators/types.ts).
+ *
+ * Every row that has images brings its pixel values into the forward; a forward that
+ * dropped them would still lower the loss and hide the bug, so Qwen2.5-VL's forward
+ * refuses image tokens without features.
+ */
+import * as torch from "../torch/index.ts";
+import type { Tensor } from "../torch/index.ts";
+import { tokenLogProbs } from "../algorithms/index.ts";
+import type { Qwen25VLChatModel } from "../models/index.ts";
+import type { ValueHead } from "../models/index.ts";
+import { VagenError } from "../core/errors.ts";
+import { processImages } from "../models/image-processor.ts";
+import type { TrainingRow } from "../rollout/types.ts";
+
+/** A micro-batch of rows as host arrays, in verl's layout. */
+export interface PackedRows {
+  /** [B][P + R] token ids, pads where the mask is 0. */
+  inputIds: number[][];
+  /** [B][P + R] 1 at real tokens. */
+  attentionMask: number[][];
+  promptWidth: number;
+  responseWidth: number;
+}
+
+export function packRows(rows: readonly TrainingRow[], padId: number): PackedRows {
+  const P = Math.max(1, ...rows.map((r) => r.promptIds.length));
+  const R = Math.max(1, ...rows.map((r) => r.responseIds.length));
+  const inputIds: number[][] = [];
+  const attentionMask: number[][] = [];
+  for (const row of rows) {
+    const lead = P - row.promptIds.length;
+    const tail = R - row.responseIds.length;
+    inputIds.push([...new Array<number>(lead).fill(padId), ...row.promptIds, ...row.responseIds, ...new Array<number>(tail).fill(padId)]);
+    attentionMask.push([...new Array<number>(lead).fill(0), ...new Array<number>(row.promptIds.length + row.responseIds.length).fill(1), ...new Array<number>(tail).fill(0)]);
+  }
+  return { inputIds, attentionMask, promptWidth: P, responseWidth: R };
+}
+
+/** [B, R] host columns (one array per row, shorter rows padded with `fill`) as a tensor. */
+export function rowsTensor(columns: readonly ArrayLike<number>[], width: number, opts: { dtype?: "f32" | "i64"; fill?: number; device: string }): Tensor {
+  const flat = new Float64Array(columns.length * width).fill(opts.fill ?? 0);
+  columns.forEach((col, b) => {
+    for (let j = 0; j < Math.min(width, col.length); j++) flat[b * width + j] = col[j]!;
+  });
+  return torch.tensor(flat, [columns.length, width], { dtype: opts.dtype ?? "f32", device: opts.device as never });
+}
+
+/** What a training forward needs from a model family. */
+export interface TrainingModel {
+  readonly device: string;
+  /** The pad id used when packing. */
+  readonly padTokenId: number;
+  /** Named weights (Hugging Face names) the optimizer may update. */
+  namedWeights(): Map<string, Tensor>;
+  /** [B, R, hidden]: the hidden states that predict each response position. */
+  responseHidden(rows: readonly TrainingRow[]): { hidden: Tensor; packed: PackedRows };
+  /** [..., hidden] -> [..., vocab]. */
+  logits(hidden: Tensor): Tensor;
+}
+
+/** Qwen2.5-VL behind TrainingModel. */
+export class Qwen25VLTrainingModel implements TrainingModel {
+  constructor(readonly chat: Qwen25VLChatModel) {}
+
+  get device(): string {
+    return this.chat.device;
+  }
+
+  get padTokenId(): number {
+    return this.chat.padTokenId;
+  }
+
+  namedWeights(): Map<string, Tensor> {
+    return this.chat.model.weights;
+  }
+
+  responseHidden(rows: readonly TrainingRow[]): { hidden: Tensor; packed: PackedRows } {
+    const packed = packRows(rows, this.padTokenId);
+    const images = rows.flatMap((r) => r.images);
+    const model = this.chat.model;
+    return torch.tidy(() => {
+      const processed = images.length ? processImages(images.map((i) => i.image), this.chat.imageOptions) : undefined;
+      const pixelValues = processed ? torch.tensor(processed.pixelValues, [processed.numPatches, processed.patchDim], { dtype: "f32", device: this.chat.device }).to(this.chat.dtype) : undefined;
+      if (processed) checkGrids(images.map((i) => i.grid), processed.gridThw);
+      const forward = model.forwardBatch({
+        inputIds: packed.inputIds,
+        attentionMask: packed.attentionMask,
+        pixelValues,
+        imageGridThw: processed ? processed.gridThw.map((g) => [...g]) : images.map((i) => [...i.grid]),
+      });
+      const hidden = forward.hidden.narrow(1, packed.promptWidth - 1, packed.responseWidth);
+      return { hidden, packed };
+    });
+  }
+
+  logits(hidden: Tensor): Tensor {
+    return this.chat.model.logits(hidden);
+  }
+}
+
+/** The processor must give each image the grid the rollout recorded (and sized its placeholder by). */
+function checkGrids(recorded: readonly (readonly number[])[], processed: readonly (readonly number[])[]): void {
+  recorded.forEach((grid, i) => {
+    if (grid.join(",") !== processed[i]!.join(",")) {
+      throw new VagenError(`training row image ${i}: the rollout recorded patch grid [${grid.join(", ")}] but the image processor gives [${processed[i]!.join(", ")}]`);
+    }
+  });
+}
+
+export interface PolicyOutputs {
+  /** [B, R] log π(response token). */
+  logProbs: Tensor;
+  /** [B, R] entropy of each position's distribution (when asked for). */
+  entropy?: Tensor;
+}
+
+/**
+ * Log-probs (and entropies) of the rows' response tokens. Logits are divided by the
+ * sampling temperature first, as verl does, so the numbers are those of the
+ * distribution the engine sampled from.
+ */
+export function policyForward(model: TrainingModel, rows: readonly TrainingRow[], opts: { temperature: number; chunkTokens: number; withEntropy: boolean }): PolicyOutputs {
+  return torch.tidy(() => {
+    const { hidden, packed } = model.responseHidden(rows);
+    const tokens = rowsTensor(rows.map((r) => r.responseIds), packed.responseWidth, { dtype: "i64", device: model.device });
+    const logits = model.logits(hidden);
+    return tokenLogProbs(logits, tokens, { temperature: opts.temperature, chunkTokens: opts.chunkTokens, withEntropy: opts.withEntropy });
+  });
+}
+
+/** [B, R] critic values of the rows' response positions, in float32. */
+export function valueForward(model: TrainingModel, head: ValueHead, rows: readonly TrainingRow[]): Tensor {
+  return torch.tidy(() => {
+    const { hidden } = model.responseHidden(rows);
+    return head.forward(hidden).to({ dtype: "f32" });
+  });
+}
