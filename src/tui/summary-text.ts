@@ -1,0 +1,69 @@
+/**
+ * `vagen monitor --once`: the dashboard's content as plain text for scripts and logs. No
+ * colours, no cursor movement; one table per section.
+ */
+import { sparkline } from "./chart.ts";
+import { formatDuration, formatPercent, formatValue } from "./format.ts";
+import { GPU_MEMORY_KEYS, THROUGHPUT_KEY, chartedMetrics } from "./key-metrics.ts";
+import { type DashboardState, latest, stepEta } from "./state.ts";
+
+function table(rows: string[][]): string[] {
+  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? "").length)));
+  return rows.map((r) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join("  ").trimEnd());
+}
+
+function trainSummary(state: DashboardState): string[] {
+  const out: string[] = [];
+  const total = state.totalSteps ? `/${state.totalSteps}` : "";
+  const eta = stepEta(state);
+  out.push(`train run ${state.outputDir ?? ""}: step ${state.step}${total}${eta !== undefined ? `, ETA ${formatDuration(eta)}` : ""}${state.finished ? `, ${state.finished.reason}` : ""}`);
+  const charted = chartedMetrics(state);
+  if (charted.length > 0) {
+    out.push("", ...table([["metric", "latest", "min", "max", "trend"], ...charted.map(({ label, key }) => {
+      const values = state.series[key]!.values;
+      return [label, formatValue(values[values.length - 1]), formatValue(Math.min(...values)), formatValue(Math.max(...values)), sparkline(values, 24)];
+    })]));
+  }
+  const throughput = latest(state, THROUGHPUT_KEY);
+  const memoryKey = GPU_MEMORY_KEYS.find((k) => state.series[k]);
+  if (throughput !== undefined || memoryKey) {
+    out.push("", `throughput ${formatValue(throughput)} tokens/s${memoryKey ? `, GPU memory ${formatValue(latest(state, memoryKey))} GB` : ""}`);
+  }
+  if (state.validation) {
+    const v = state.validation;
+    out.push("", `validation at step ${v.step}:`, ...table([["metric", "value"], ...Object.entries(v.metrics).map(([k, value]) => [k, formatValue(value)])]));
+  }
+  if (state.checkpoints.length > 0) {
+    out.push("", `checkpoints: ${state.checkpoints.map((c) => `step ${c.step}${c.bestActor ? " (best actor)" : ""}`).join(", ")}`);
+  }
+  return out;
+}
+
+function evalSummary(state: DashboardState): string[] {
+  const out = [`eval run ${state.outputDir ?? ""}${state.finished ? ": finished" : ": running"}`, ""];
+  out.push(...table([["env", "done", "success", "mean reward", "errors"], ...state.evalEnvs.map((e) => [
+    e.tag,
+    `${e.done}/${e.planned}`,
+    formatPercent(e.done ? e.successes / e.done : undefined),
+    e.done ? formatValue(e.rewardSum / e.done) : "-",
+    String(e.errors),
+  ])]));
+  if (state.failures.length > 0) {
+    out.push("", "failures:", ...state.failures.map((f) => `  ${f.tag} seed ${f.seed}: ${f.reason}${f.message ? `: ${f.message.slice(0, 160)}` : ""}`));
+  }
+  return out;
+}
+
+export function summaryText(state: DashboardState): string {
+  const out = state.kind === "eval" ? evalSummary(state) : state.kind === "train" ? trainSummary(state) : [`${state.outputDir ?? "run"}: nothing recognisable yet (no metrics.jsonl, rollouts/ or eval config.yaml)`];
+  const episodes = state.episodes;
+  if (episodes.length > 0) {
+    const successes = episodes.filter((e) => e.success).length;
+    const steps = [...new Set(episodes.flatMap((e) => (e.step === undefined ? [] : [e.step])))];
+    out.push("", `episodes loaded: ${episodes.length}${steps.length ? ` (rollouts of step ${steps.join(", ")})` : ""}, ${successes} successful`);
+  }
+  if (state.warnings.length > 0) {
+    out.push("", "warnings:", ...state.warnings.map((w) => `  ${w.step ? `step ${w.step}: ` : ""}${w.message}${w.count > 1 ? ` (x${w.count})` : ""}`));
+  }
+  return `${out.join("\n")}\n`;
+}
