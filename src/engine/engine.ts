@@ -16,6 +16,7 @@
  * whose KV write lands past what its slot keeps.
  */
 import { VagenError } from "../core/errors.ts";
+import { EngineEventHub, type EngineEventListener } from "./events.ts";
 import { sharedPrefixLength, validatePrompt } from "./prompt.ts";
 import { SlotPool, type SlotLease } from "./slots.ts";
 import { IncrementalDetokenizer, StopStringMatcher, type DecodeFn, type TokenBytesFn } from "./stop.ts";
@@ -109,6 +110,7 @@ export class Engine {
   /** True from the moment a loop is started until it has seen there is no work left. */
   private looping = false;
   private closed = false;
+  private readonly events = new EngineEventHub();
   private readonly counters = {
     prefillTokens: 0,
     cachedPromptTokens: 0,
@@ -168,6 +170,11 @@ export class Engine {
   releaseSession(sessionId: string): void {
     this.pool.release(sessionId);
     this.ensureLoop(); // a freed slot may let a waiting request in
+  }
+
+  /** Watch the engine (events.ts); the returned function stops watching. */
+  subscribe(listener: EngineEventListener): () => void {
+    return this.events.subscribe(listener);
   }
 
   stats(): EngineStats {
@@ -249,6 +256,7 @@ export class Engine {
         // A scheduler bug must not leave callers waiting forever: fail what is running.
         for (const seq of [...this.prefilling, ...this.decoding]) this.fail(seq, e);
       }
+      if (this.events.active) this.events.emit({ type: "step", stats: this.stats() });
       // Let callbacks, new requests and HTTP handlers run before the next step.
       await new Promise<void>((r) => setImmediate(r));
     }
@@ -541,6 +549,13 @@ export class Engine {
       cachedPromptTokens: seq.cached,
       logits: seq.logits,
     });
+    this.emitFinished(seq, reason);
+  }
+
+  private emitFinished(seq: Sequence, reason: FinishReason | "error"): void {
+    if (!this.events.active) return;
+    const { seqId, promptLength: promptTokens, cached: cachedPromptTokens } = seq;
+    this.events.emit({ type: "request_finished", seqId, promptTokens, cachedPromptTokens, generatedTokens: seq.tokenIds.length, finishReason: reason });
   }
 
   /** The whole generation decoded at once, without a stop token id that ended it. */
@@ -556,6 +571,7 @@ export class Engine {
     this.pool.finish(seq.lease, { tokens: [], images: [] });
     if (seq.lease.sessionId !== undefined) this.pool.release(seq.lease.sessionId);
     seq.reject(error);
+    this.emitFinished(seq, "error");
   }
 
   private detach(seq: Sequence): void {
