@@ -46,7 +46,40 @@ export interface StepResult {
   info: EnvInfo;
 }
 
+/** One object's relation to the player, as a description states it (null: not stated). */
+export interface StateRelation {
+  object_id: string;
+  vertical_relation: "above" | "below" | "same" | null;
+  horizontal_relation: "left" | "right" | "same" | null;
+}
+
+/**
+ * What an env declares so its world-model descriptions can be scored (VAGEN main's
+ * `STATE_REWARD_SPEC`; docs/envs.md and docs/world-model.md). The scorers live in
+ * src/rewards; the env only says what the truth is and how to read a description.
+ */
+export interface StateRewardSpec {
+  /** Gold relations from the `info.state` the env returned (before or after a step). */
+  relations(state: unknown): StateRelation[];
+  /** Per object type weight in the grouped F1; only these types are scored. */
+  objectWeights: Readonly<Record<string, number>>;
+  /** The judge's extraction prompt; `{content}` is replaced by the section's text. */
+  judgePrompt: string;
+  /** Deterministic closed-vocabulary reader of a description (the `exact` scorer). */
+  exactParser?(text: string): StateRelation[];
+  /** Plain-sentence examples appended to the system prompt, per section. */
+  examples: { state_estimation: string; transition_prediction: string };
+  /** How the axes work, appended after the examples. */
+  axes: string;
+  /** The paper's YES/NO judge templates; `{state}` and `{content}` are filled in. */
+  yesNoPrompts?: { state_estimation: string; transition_prediction: string };
+  /** Which of the paper's F1 variants the env used: FrozenLake's weighted bipartite, Sokoban's with a repetition penalty. */
+  paperF1?: "weighted_bipartite" | "sokoban_repetition";
+}
+
 export interface Env {
+  /** Present when the env can score world-model descriptions (state_reward). */
+  readonly stateRewardSpec?: StateRewardSpec;
   /** Same seed, same initial state, on every machine. */
   reset(seed: number): Promise<ResetResult>;
   /** One model turn: the raw response text. Malformed text never throws. */

@@ -16,6 +16,7 @@ import { actionObservationText, initialObservationText } from "../_common/observ
 import { isWmFormat, parseResponse, type ParsedResponse } from "../_common/parsers.ts";
 import { Rng } from "../../src/core/rng.ts";
 import { gridObject, type GridState, type Position } from "../_common/state.ts";
+import { FROZENLAKE_STATE_REWARD_SPEC } from "./state-reward-spec.ts";
 import type { Env, EnvInfo, Observation, ResetResult, StepResult } from "../_common/types.ts";
 import { FROZENLAKE_REWARD_PRESETS, frozenLakeConfigSchema, type FrozenLakeConfig, type FrozenLakeConfigInput } from "./config.ts";
 import { applyCustomSlip, gymnasiumSlip, isTerminalTile, moveFrom } from "./dynamics.ts";
@@ -28,6 +29,8 @@ const ACTION_SET = new Set<string>(FL_ACTIONS);
 const SLIP_STREAM = 1;
 
 export class FrozenLakeEnv implements Env {
+  /** What the world-model reward needs to score this env's descriptions (src/rewards). */
+  readonly stateRewardSpec = FROZENLAKE_STATE_REWARD_SPEC;
   readonly config: FrozenLakeConfig;
   private readonly formatReward: number;
   private readonly successReward: number;

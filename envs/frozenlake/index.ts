@@ -4,6 +4,7 @@ import { frozenLakeConfigSchema } from "./config.ts";
 import { FrozenLakeEnv } from "./env.ts";
 
 export { FrozenLakeEnv } from "./env.ts";
+export { FROZENLAKE_STATE_REWARD_SPEC } from "./state-reward-spec.ts";
 export { generateRandomMap, isValidMap, shortestPath as shortestFrozenLakePath } from "./map.ts";
 export { renderText as renderFrozenLakeText, FrozenLakeImageRenderer } from "./render.ts";
 

@@ -14,6 +14,7 @@ import { stepInfo } from "../_common/step-info.ts";
 import { actionObservationText, initialObservationText } from "../_common/observation.ts";
 import { isWmFormat, parseResponse, type ParsedResponse } from "../_common/parsers.ts";
 import { gridObject, type GridState, type Position } from "../_common/state.ts";
+import { SOKOBAN_STATE_REWARD_SPEC } from "./state-reward-spec.ts";
 import type { Env, EnvInfo, Observation, ResetResult, StepResult } from "../_common/types.ts";
 import { resolveSokobanRewards, sokobanConfigSchema, type SokobanConfig, type SokobanConfigInput, type SokobanRewards } from "./config.ts";
 import { allBoxesOnTarget, applyMove } from "./dynamics.ts";
@@ -25,6 +26,8 @@ import { ACTIONS, CELL, playerIndex, type SokobanAction, type SokobanRoom } from
 const ACTION_SET = new Set<string>(ACTIONS);
 
 export class SokobanEnv implements Env {
+  /** What the world-model reward needs to score this env's descriptions (src/rewards). */
+  readonly stateRewardSpec = SOKOBAN_STATE_REWARD_SPEC;
   readonly config: SokobanConfig;
   private readonly rewards: SokobanRewards;
   private readonly images = new SokobanImageRenderer();

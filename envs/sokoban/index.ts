@@ -4,6 +4,7 @@ import { sokobanConfigSchema } from "./config.ts";
 import { SokobanEnv } from "./env.ts";
 
 export { SokobanEnv } from "./env.ts";
+export { SOKOBAN_STATE_REWARD_SPEC } from "./state-reward-spec.ts";
 export { shortestSolution } from "./solver.ts";
 export { generateLevel, generateRoom } from "./generate.ts";
 export { renderText as renderSokobanText, SokobanImageRenderer } from "./render.ts";

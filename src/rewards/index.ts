@@ -1,0 +1,31 @@
+/** World-model (state) rewards: see README.md and docs/world-model.md. */
+export {
+  StateRewardConfig,
+  SectionRewardConfig,
+  JudgeConfig,
+  STATE_REWARD_SECTIONS,
+  enabledSections,
+  needsJudge,
+  splitStateReward,
+  type StateRewardConfigInput,
+  type StateRewardSection,
+} from "./config.ts";
+export { checkStateRewardSetup, stateRewardSystemPrompt, STATE_REWARD_FORMATS, type StateRewardSetup } from "./setup.ts";
+export {
+  StateRewardScorer,
+  aggregateEpisode,
+  placeRewards,
+  episodeStateRewardMetrics,
+  judgeMetrics,
+  SECTION_TAG,
+  type TurnInput,
+  type TurnStateReward,
+  type SectionResult,
+  type SectionStatus,
+  type JudgeStats,
+} from "./state-reward.ts";
+export { creditPosition, lastTokenOverlapping, tokenEndsByPrefixDecode, tokenEndsFromPieces, type CreditSite } from "./credit.ts";
+export { groupedF1, matchedF1, itemSimilarity, rescaleAboveChance } from "./f1.ts";
+export { maxWeightAssignment } from "./assignment.ts";
+export { sokobanPaperF1, sokobanPaperScore, exactMatchF1, TopKStringTracker } from "./paper.ts";
+export { OpenAIJudge, parseRelationsReply, parseYesNo, fillTemplate, type Judge } from "./judge.ts";

@@ -1,0 +1,258 @@
+/**
+ * World-model rewards for a batch of turns (VAGEN main's `StateRewardWrapper.step`, as
+ * pure functions plus one batched judge call).
+ *
+ * Per turn:
+ * 1. Gate: the response must be exactly main's wm protocol (native thinking allowed),
+ *    and every enabled section must have content; otherwise every section scores 0.
+ * 2. Read each enabled section into relations: the judge's extraction (all of the
+ *    batch's requests at once) or the env's exact parser. A failed or unparseable
+ *    judgement scores 0 and is counted.
+ * 3. Score: reward · max(0, (F1 - base) / (1 - base)) under main's grouped F1, or one of
+ *    the paper's variants (`method`).
+ * 4. Place: each section's score on the last token overlapping its text, or on the
+ *    turn's last token (`credit_site`).
+ *
+ * `state_estimation` reads `<perception>` against the state before the step;
+ * `transition_prediction` reads `<prediction>` against the state after it. Both states
+ * are the `info.state` the env returned (reset's info, then each step's).
+ */
+import type { StateRelation, StateRewardSpec } from "../../envs/_common/types.ts";
+import { parseWmSections, type CharSpan, type WmSection } from "../../envs/_common/wm-format.ts";
+import { enabledSections, needsJudge, type StateRewardConfig, type StateRewardSection } from "./config.ts";
+import { creditPosition } from "./credit.ts";
+import { groupedF1, rescaleAboveChance } from "./f1.ts";
+import { fillTemplate, OpenAIJudge, parseRelationsReply, parseYesNo, type Judge } from "./judge.ts";
+import { sokobanPaperF1, sokobanPaperScore, TopKStringTracker } from "./paper.ts";
+
+/** The section of the response each reward reads. */
+export const SECTION_TAG: Record<StateRewardSection, WmSection> = {
+  state_estimation: "perception",
+  transition_prediction: "prediction",
+};
+
+export interface TurnInput {
+  /** The turn's decoded response, exactly as the env received it. */
+  response: string;
+  /**
+   * end(k) per response token (credit.ts: `tokenEndsByPrefixDecode` or
+   * `tokenEndsFromPieces`); without it scores carry no position.
+   */
+  tokenEnds?: readonly number[];
+  /** `info.state` before the step (reset's info for the first turn). */
+  stateBefore: unknown;
+  /** `info.state` the step returned. */
+  stateAfter: unknown;
+}
+
+export type SectionStatus = "scored" | "gated" | "judge_failed" | "unparseable";
+
+export interface SectionResult {
+  section: StateRewardSection;
+  /** What the turn is paid for this section (0 unless scored). */
+  score: number;
+  /** The F1 (or the YES/NO 1/0) before floor and reward; null unless scored. */
+  quality: number | null;
+  status: SectionStatus;
+  /** Response-token index the score goes on; null without token ends. */
+  position: number | null;
+  /** Where the section's content sits in the response; absent when gated on format. */
+  span?: CharSpan;
+  /** The relations read from the text (F1 methods). */
+  predicted?: StateRelation[];
+  gold: StateRelation[];
+}
+
+export interface TurnStateReward {
+  formatCorrect: boolean;
+  /** Why nothing was scored: the format, or an empty enabled section. */
+  gate: "ok" | "format" | "missing_section";
+  /** One per enabled section, in protocol order. */
+  sections: SectionResult[];
+  /** Σ section scores. */
+  total: number;
+}
+
+/** Counters since the last `takeStats()`, for a step's metrics. */
+export interface JudgeStats {
+  requests: number;
+  failures: number;
+  unparseable: number;
+}
+
+/** One section of one turn that passed the gate and is to be read and scored. */
+interface WorkItem {
+  turn: number;
+  slot: number;
+  section: StateRewardSection;
+  text: string;
+  gold: StateRelation[];
+  prompt?: string;
+}
+
+export class StateRewardScorer {
+  private stats: JudgeStats = { requests: 0, failures: 0, unparseable: 0 };
+  /** The paper's Sokoban repetition trackers, one per section, kept for the whole run. */
+  private readonly trackers = new Map<StateRewardSection, TopKStringTracker>();
+
+  constructor(
+    readonly config: StateRewardConfig,
+    readonly spec: StateRewardSpec,
+    private readonly judge: Judge | null,
+  ) {
+    if (needsJudge(config) && enabledSections(config).length > 0 && !judge) {
+      throw new Error("StateRewardScorer: this config needs a judge (checkStateRewardSetup first)");
+    }
+  }
+
+  /** A scorer with the judge the config names (none for the exact scorer). */
+  static create(config: StateRewardConfig, spec: StateRewardSpec, env: Record<string, string | undefined> = process.env): StateRewardScorer {
+    const judge = needsJudge(config) && enabledSections(config).length > 0 ? new OpenAIJudge(config, env) : null;
+    return new StateRewardScorer(config, spec, judge);
+  }
+
+  /** Returns and resets the judge counters. */
+  takeStats(): JudgeStats {
+    const stats = this.stats;
+    this.stats = { requests: 0, failures: 0, unparseable: 0 };
+    return stats;
+  }
+
+  /** Scores a rollout step's turns; the judge sees all of them in one batch. */
+  async scoreTurns(turns: readonly TurnInput[], signal?: AbortSignal): Promise<TurnStateReward[]> {
+    const enabled = enabledSections(this.config);
+    const results: TurnStateReward[] = [];
+    const work: WorkItem[] = [];
+
+    turns.forEach((input, turn) => {
+      const parsed = parseWmSections(input.response, { allowNativeThinking: true });
+      const gate = !parsed.formatCorrect ? "format" : enabled.some(({ section }) => parsed[SECTION_TAG[section]] === "") ? "missing_section" : "ok";
+      const sections = enabled.map(({ section }, slot): SectionResult => {
+        const gold = this.spec.relations(section === "state_estimation" ? input.stateBefore : input.stateAfter);
+        const span = parsed.spans?.[SECTION_TAG[section]];
+        const position = span && input.tokenEnds ? creditPosition(this.config.credit_site, span, input.tokenEnds) : null;
+        if (gate === "ok") work.push({ turn, slot, section, text: parsed[SECTION_TAG[section]], gold });
+        return { section, score: 0, quality: null, status: "gated", position, span, gold };
+      });
+      results.push({ formatCorrect: parsed.formatCorrect, gate, sections, total: 0 });
+    });
+
+    const judged = await this.judgeAll(work, signal);
+    work.forEach((item, i) => {
+      const result = results[item.turn]!.sections[item.slot]!;
+      this.score(result, item, judged[i]!, enabled[item.slot]!.reward);
+    });
+    for (const turn of results) turn.total = turn.sections.reduce((sum, s) => sum + s.score, 0);
+    return results;
+  }
+
+  /** The judge's reply per work item, or null; nothing is asked under the exact scorer. */
+  private async judgeAll(work: WorkItem[], signal?: AbortSignal): Promise<(string | null)[]> {
+    if (!needsJudge(this.config) || work.length === 0) return work.map(() => null);
+    const prompts = work.map((item) => {
+      if (this.config.method === "yes_no") {
+        return fillTemplate(this.spec.yesNoPrompts![item.section], { state: JSON.stringify(item.gold), content: item.text });
+      }
+      return fillTemplate(this.spec.judgePrompt, { content: item.text });
+    });
+    this.stats.requests += prompts.length;
+    const replies = await this.judge!.complete(prompts, signal);
+    this.stats.failures += replies.filter((reply) => reply === null).length;
+    return replies;
+  }
+
+  private score(result: SectionResult, item: WorkItem, reply: string | null, reward: number): void {
+    const { config, spec } = this;
+    if (config.method === "yes_no") {
+      if (reply === null) return void (result.status = "judge_failed");
+      const verdict = parseYesNo(reply);
+      if (verdict === null) {
+        this.stats.unparseable++;
+        return void (result.status = "unparseable");
+      }
+      Object.assign(result, { status: "scored", quality: verdict, score: reward * verdict });
+      return;
+    }
+
+    let predicted: StateRelation[];
+    if (config.scorer === "exact") {
+      predicted = spec.exactParser!(item.text);
+    } else {
+      if (reply === null) return void (result.status = "judge_failed");
+      const relations = parseRelationsReply(reply);
+      if (relations === null) {
+        this.stats.unparseable++;
+        return void (result.status = "unparseable");
+      }
+      predicted = relations;
+    }
+
+    result.predicted = predicted;
+    result.status = "scored";
+    if (config.method === "paper_f1" && spec.paperF1 === "sokoban_repetition") {
+      const rule = config.repetition;
+      result.quality = sokobanPaperF1(predicted, item.gold).score;
+      result.score = reward * sokobanPaperScore(predicted, item.gold, item.text, this.tracker(result.section), rule);
+      return;
+    }
+    result.quality = groupedF1(predicted, item.gold, spec.objectWeights);
+    const scaled = config.method === "paper_f1" ? result.quality : rescaleAboveChance(result.quality, config.score_base);
+    result.score = reward * scaled;
+  }
+
+  private tracker(section: StateRewardSection): TopKStringTracker {
+    let tracker = this.trackers.get(section);
+    if (!tracker) {
+      tracker = new TopKStringTracker(this.config.repetition.top_m, this.config.repetition.top_k);
+      this.trackers.set(section, tracker);
+    }
+    return tracker;
+  }
+}
+
+/**
+ * An episode's turns under `aggregation`: `per_turn` leaves them; `episode_mean` divides
+ * every score by the episode's turn count, so the episode is paid its mean (main's
+ * deferred `finalize_episode`), still on each section's own token.
+ */
+export function aggregateEpisode(turns: readonly TurnStateReward[], aggregation: StateRewardConfig["aggregation"]): TurnStateReward[] {
+  if (aggregation === "per_turn") return turns.map((turn) => ({ ...turn, sections: turn.sections.map((s) => ({ ...s })) }));
+  const count = Math.max(1, turns.length);
+  return turns.map((turn) => {
+    const sections = turn.sections.map((s) => ({ ...s, score: s.score / count }));
+    return { ...turn, sections, total: sections.reduce((sum, s) => sum + s.score, 0) };
+  });
+}
+
+/**
+ * Adds each section's score into a per-token reward vector of the turn's response
+ * (length = its token count). Scores without a position are left out.
+ */
+export function placeRewards(turn: TurnStateReward, tokenRewards: number[]): number[] {
+  for (const section of turn.sections) {
+    if (section.position !== null && section.score !== 0) tokenRewards[section.position] = (tokenRewards[section.position] ?? 0) + section.score;
+  }
+  return tokenRewards;
+}
+
+/**
+ * An episode's metrics: `<section>_reward` (the sum of its turns' scores, only for
+ * enabled sections) and `format_correct_rate` (well-formed turns over turns).
+ */
+export function episodeStateRewardMetrics(turns: readonly TurnStateReward[], config: StateRewardConfig): Record<string, number> {
+  const metrics: Record<string, number> = {};
+  for (const { section } of enabledSections(config)) {
+    metrics[`${section}_reward`] = turns.reduce((sum, turn) => sum + (turn.sections.find((s) => s.section === section)?.score ?? 0), 0);
+  }
+  metrics.format_correct_rate = turns.length > 0 ? turns.filter((turn) => turn.formatCorrect).length / turns.length : Number.NaN;
+  return metrics;
+}
+
+/** A step's judge counters as metrics. */
+export function judgeMetrics(stats: JudgeStats): Record<string, number> {
+  return {
+    "state_reward/judge_requests": stats.requests,
+    "state_reward/judge_failures": stats.failures,
+    "state_reward/judge_unparseable": stats.unparseable,
+  };
+}
