@@ -25,8 +25,8 @@
 import * as v from "valibot";
 import { createEnv, isImportPath as isEnvImportPath } from "../../envs/registry.ts";
 import {
+  type ConfigKind,
   type ResolvedConfig,
-  registerConfigKind,
   resolveConfig,
   resolveConfigPath,
   validateResolved,
@@ -360,10 +360,11 @@ async function withKey<T>(where: string, make: () => Promise<T>): Promise<T> {
   }
 }
 
-registerConfigKind({
+/** The train config kind, for `vagen config show` (registered by the CLI at start-up; see src/cli/main.ts). */
+export const trainConfigKind: ConfigKind = {
   name: "train",
   description: "a vagen train config (model, data, rollout, algorithm, actor, critic, trainer)",
   schema: TrainConfig,
   load: (resolved) => checkResolvedTrainConfig(resolved).then((c) => c.config),
   detect: (data) => typeof data.trainer === "object" && typeof data.data === "object",
-});
+};
