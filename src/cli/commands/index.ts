@@ -9,8 +9,9 @@ import { register as doctor } from "./doctor.ts";
 import { register as env } from "./env.ts";
 import { register as evaluate } from "./eval.ts";
 import { register as generate } from "./generate.ts";
+import { register as monitor } from "./monitor.ts";
 import { register as serve } from "./serve.ts";
 
 export type RegisterCommand = (program: Command) => void;
 
-export const commands: RegisterCommand[] = [evaluate, generate, serve, env, config, doctor];
+export const commands: RegisterCommand[] = [evaluate, monitor, generate, serve, env, config, doctor];

@@ -1,0 +1,77 @@
+/**
+ * `vagen monitor RUN_DIR`: the dashboard of a training or eval run, built from its files
+ * (metrics.jsonl, rollouts/, episode folders), live while the run writes them or of a
+ * finished run. `--once` (or output that is not a terminal) prints a text summary instead.
+ */
+import { basename, resolve } from "node:path";
+import type { Command } from "commander";
+import { VagenError } from "../../core/errors.ts";
+import { type ImageMode, parseImageMode, resolveImageMode } from "../../tui/image/index.ts";
+import { startLiveDashboard } from "../../tui/live.tsx";
+import { RunDirReader } from "../../tui/run-dir.ts";
+import { DashboardStore } from "../../tui/store.ts";
+import { summaryText } from "../../tui/summary-text.ts";
+import { numberFlag } from "../flags.ts";
+
+interface MonitorOptions {
+  once?: boolean;
+  tui: boolean;
+  image: ImageMode;
+  interval: number;
+}
+
+export function register(program: Command): void {
+  program
+    .command("monitor")
+    .description("watch a training or eval run from its output directory (live dashboard on a terminal; --once for a text summary)")
+    .argument("<run_dir>", "a run's output directory (with metrics.jsonl and rollouts/, or an eval output_dir)")
+    .option("--once", "print a static text summary and exit (for scripts)")
+    .option("--no-tui", "same as --once")
+    .option("--image <mode>", "how observation images are drawn: auto, kitty, iterm2, sixel, blocks, none", parseImageModeFlag, "auto")
+    .option("--interval <seconds>", "how often to look for new files", numberFlag("interval", { above: 0 }), 1)
+    .action(async (runDir: string, options: MonitorOptions) => {
+      await monitorCommand(runDir, options);
+    });
+}
+
+function parseImageModeFlag(value: string): ImageMode {
+  try {
+    return parseImageMode(value);
+  } catch (err) {
+    throw new VagenError((err as Error).message);
+  }
+}
+
+function openRunDir(runDir: string): RunDirReader {
+  try {
+    return new RunDirReader(runDir);
+  } catch (err) {
+    throw new VagenError((err as Error).message, "pass a run's output directory: the trainer's (metrics.jsonl, rollouts/) or an eval output_dir");
+  }
+}
+
+async function monitorCommand(runDir: string, options: MonitorOptions): Promise<void> {
+  const reader = openRunDir(runDir);
+  const store = new DashboardStore();
+  for (const event of reader.poll()) store.dispatch(event);
+
+  if (options.once || !options.tui || !process.stdout.isTTY || !process.stdin.isTTY) {
+    process.stdout.write(summaryText(store.getState()));
+    return;
+  }
+
+  const dashboard = startLiveDashboard({
+    store,
+    title: `vagen monitor ${basename(resolve(runDir))}`,
+    protocol: resolveImageMode(options.image),
+    onInterrupt: { kind: "now", run: () => void dashboard.close() },
+  });
+  const timer = setInterval(() => {
+    for (const event of reader.poll()) store.dispatch(event);
+  }, options.interval * 1000);
+  try {
+    await dashboard.closed;
+  } finally {
+    clearInterval(timer);
+  }
+}
