@@ -284,7 +284,7 @@ async function main() {
   const tLoad = now();
   const loaded = loadEngine(args.model!, { device: DEVICE, dtype: ON_CUDA ? "bf16" : "f32", max_seq_len: 2048, kv_cache_gib: Number(args["kv-gib"]), max_slots: 320, max_prefill_tokens: 8192, attention: args.attention as "fused" | "math" });
   const loadSeconds = (now() - tLoad) / 1000;
-  const { engine, adapter, plan } = loaded;
+  const { engine, model: adapter, plan } = loaded;
   // decode() is launchDecode() + collect(), so timing those two covers every decode step.
   const launch = loaded.runner.launchDecode.bind(loaded.runner);
   loaded.runner.launchDecode = (items) => {

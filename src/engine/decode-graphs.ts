@@ -17,7 +17,7 @@
  */
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
-import type { ModelAdapter } from "./adapter.ts";
+import type { FamilyDecoder } from "../models/family.ts";
 import { causalWindowMask, type SlotKvCache } from "./kv-cache.ts";
 
 /**
@@ -73,7 +73,7 @@ export class DecodeGraphs {
   captures = 0;
 
   constructor(
-    private readonly adapter: ModelAdapter,
+    private readonly model: FamilyDecoder,
     private readonly cache: SlotKvCache,
     maxBatch: number,
     buckets: readonly number[] = DEFAULT_BATCH_BUCKETS,
@@ -104,7 +104,7 @@ export class DecodeGraphs {
     const window = this.windowFor(end);
     const inPlace = rows.every((r, i) => r.slot === i);
     const g = this.get(batch, window, inPlace);
-    const axes = this.adapter.spec.positionAxes;
+    const axes = this.model.spec.positionAxes;
     const { slotTokens, scratchSlot } = this.cache;
     const host = new Float64Array((axes + 4) * batch);
     for (let b = 0; b < batch; b++) {
@@ -140,7 +140,7 @@ export class DecodeGraphs {
     const key = `${batch}x${window}${inPlace ? "" : "-gather"}`;
     const found = this.graphs.get(key);
     if (found) return found;
-    const spec = this.adapter.spec;
+    const spec = this.model.spec;
     const axes = spec.positionAxes;
     const inputs = torch.keep(torch.zeros([axes + 4, batch], { dtype: "i64", device: spec.device }));
     // Until real rows arrive, every row points at the scratch slot.
@@ -160,9 +160,9 @@ export class DecodeGraphs {
           rows: inPlace ? { first: 0 } : { index: inputs.select(0, 2 + axes) },
           mask: causalWindowMask(inputs.select(0, 3 + axes).view(batch, 1, 1, 1), window),
         });
-        const embeds = this.adapter.embedTokens(ids).view(batch, 1, spec.hiddenSize);
-        const hidden = this.adapter.forward(embeds, positions, attention);
-        return this.adapter.logits(hidden.view(batch, spec.hiddenSize));
+        const embeds = this.model.embedTokens(ids).view(batch, 1, spec.hiddenSize);
+        const hidden = this.model.forward(embeds, positions, attention);
+        return this.model.logits(hidden.view(batch, spec.hiddenSize));
       });
     // Warm up outside the capture so lazy initialisation (kernels, workspaces) happens first.
     forward().dispose();

@@ -13,10 +13,12 @@
  *   kv-cache.ts      preallocated slot KV cache and the attention over it
  *   decode-graphs.ts CUDA-graph decode steps per (batch bucket, attention window)
  *   sampler.ts       greedy / temperature / top-k / top-p sampling on the device
- *   adapter.ts       what a model family provides (families/ has Qwen2.5-VL)
+ * and from src/models, the family seam: a `ModelFamily` builds prompts and runs the
+ * decoder over the cache's `AttentionBackend`.
  */
 export { Engine, type EngineOptions } from "./engine.ts";
-export type { ModelAdapter, ModelSpec, AttentionBackend } from "./adapter.ts";
+export type { FamilyDecoder, ModelFamily, ModelSpec } from "../models/family.ts";
+export type { AttentionBackend, AttentionInput } from "../models/attention.ts";
 export type { ChatPromptBuilder } from "./chat.ts";
 export { ModelRunner, type ModelRunnerOptions } from "./model-runner.ts";
 export { SlotKvCache, planKvCache, kvBytesPerToken, type KvCachePlan } from "./kv-cache.ts";

@@ -20,7 +20,8 @@ import * as torch from "../torch/index.ts";
 import { F, type Tensor } from "../torch/index.ts";
 import { DTYPE_SIZE } from "../torch/index.ts";
 import { VagenError } from "../core/errors.ts";
-import type { AttentionBackend, ModelSpec } from "./adapter.ts";
+import { rotated, type AttentionBackend, type AttentionInput } from "../models/attention.ts";
+import type { ModelSpec } from "../models/family.ts";
 
 export interface KvCachePlan {
   slots: number;
@@ -201,21 +202,23 @@ class StepAttention implements AttentionBackend {
     this.foldedMask = folded && torch.zeros(folded.shape, { dtype: spec.dtype, device: spec.device }).maskedFill(folded.logicalNot(), -Infinity);
   }
 
-  attendRotary(layer: number, q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor): Tensor | undefined {
-    // Decode only: one kernel rotates q and k, writes the cache and attends (CUDA).
-    if (this.at.T !== 1 || this.cache.mathAttention) return undefined;
-    const c = this.cache.layer(layer);
-    const D = this.cache.spec.headDim;
-    return F.slotDecodeAttention(q, k, v, c.flatKeys, c.flatValues, this.at.writeIndex, this.cache.slotTokens, this.at.window, D ** -0.5, { cos, sin });
-  }
-
-  attend(layer: number, q: Tensor, k: Tensor, v: Tensor): Tensor {
+  attend(layer: number, input: AttentionInput): Tensor {
     const { B, T } = this.at;
     const groups = this.groups;
     const { numKvHeads: H, headDim: D, numHeads } = this.cache.spec;
     const c = this.cache.layer(layer);
-    if (T === 1 && !this.cache.mathAttention) {
-      // One kernel writes the new key/value and attends (CUDA); undefined elsewhere.
+    const decodeKernel = T === 1 && !this.cache.mathAttention;
+    if (decodeKernel) {
+      // Decode: one kernel rotates q and k, writes the new key/value and attends over the
+      // slot (CUDA); undefined where it does not apply.
+      const [q, k, v] = [input.q, input.k, input.v].map((x) => x.transpose(1, 2)) as [Tensor, Tensor, Tensor];
+      const rotary = { cos: input.cos, sin: input.sin };
+      const out = F.slotDecodeAttention(q, k, v, c.flatKeys, c.flatValues, this.at.writeIndex, this.cache.slotTokens, this.at.window, D ** -0.5, rotary);
+      if (out) return out;
+    }
+    const { q, k, v } = rotated(input);
+    if (decodeKernel) {
+      // The same kernel without its rotation, for layouts only that variant covers.
       const out = F.slotDecodeAttention(q, k, v, c.flatKeys, c.flatValues, this.at.writeIndex, this.cache.slotTokens, this.at.window, D ** -0.5);
       if (out) return out;
     }

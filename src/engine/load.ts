@@ -1,19 +1,16 @@
 /**
- * Building a ready engine from a model directory: load the family's model, wrap it in
- * the engine adapter, size the KV cache from the memory budget, start the scheduler.
+ * Building a ready engine from a model directory: load the model through its family
+ * (src/models: the registry keyed by `model_type`), size the KV cache from the memory
+ * budget, start the scheduler.
  */
-import { basename, resolve } from "node:path";
 import * as v from "valibot";
 import * as torch from "../torch/index.ts";
 import type { DType, Device } from "../torch/index.ts";
 import { VagenError } from "../core/errors.ts";
-import { loadChatModel } from "../models/index.ts";
-import type { ChatModel } from "../models/family.ts";
-import { Qwen25VLChatModel } from "../models/qwen2_5_vl/chat-model.ts";
-import type { ModelAdapter } from "./adapter.ts";
+import { loadModelFamily } from "../models/index.ts";
+import type { FamilyDecoder, ModelFamily } from "../models/family.ts";
 import type { ChatPromptBuilder } from "./chat.ts";
 import { Engine } from "./engine.ts";
-import { Qwen25VLAdapter } from "./families/qwen2_5_vl.ts";
 import { kvBytesPerToken, planKvCache, type KvCachePlan } from "./kv-cache.ts";
 import { ModelRunner } from "./model-runner.ts";
 
@@ -42,8 +39,10 @@ export type EngineSettings = v.InferOutput<typeof EngineSettings>;
 
 export interface LoadedEngine {
   engine: Engine;
+  /** The model the engine runs (its family object: prompts, decoder, training forward). */
+  model: ModelFamily;
+  /** The same model, seen as the prompt builder clients and the server use. */
   builder: ChatPromptBuilder;
-  adapter: ModelAdapter;
   runner: ModelRunner;
   plan: KvCachePlan;
   /** Frees the engine, its cache and the model weights. */
@@ -70,18 +69,18 @@ export function loadEngine(modelDir: string, settings: Partial<EngineSettings> =
   const s = v.parse(EngineSettings, settings);
   const device = resolveDevice(s.device);
   const dtype: DType = s.dtype ?? (String(device).startsWith("cuda") ? "bf16" : "f32");
-  const chat = loadChatModel(modelDir, { device, dtype });
+  const model = loadModelFamily(modelDir, { device, dtype });
   try {
-    const loaded = createEngine(chat, s, basename(resolve(modelDir)));
+    const loaded = createEngine(model, s);
     return {
       ...loaded,
       async close() {
         await loaded.close();
-        chat.dispose();
+        model.dispose();
       },
     };
   } catch (err) {
-    chat.dispose();
+    model.dispose();
     throw err;
   }
 }
@@ -94,16 +93,12 @@ export function loadEngine(modelDir: string, settings: Partial<EngineSettings> =
  * cache; the model stays with its owner. `settings.device`/`dtype` are ignored here:
  * the engine runs where the model lives.
  */
-export function createEngine(chat: ChatModel, settings: Partial<EngineSettings> = {}, modelName = chat.family): LoadedEngine {
+export function createEngine(model: ModelFamily, settings: Partial<EngineSettings> = {}): LoadedEngine {
   const s = v.parse(EngineSettings, settings);
-  if (!(chat instanceof Qwen25VLChatModel)) {
-    throw new VagenError(`the engine has no adapter for the "${chat.family}" model family yet`);
-  }
-  const adapter = new Qwen25VLAdapter(chat, modelName);
-  const onCuda = String(adapter.spec.device).startsWith("cuda");
+  const onCuda = String(model.spec.device).startsWith("cuda");
   const kvGib = s.kv_cache_gib ?? (onCuda ? DEFAULT_KV_GIB.cuda : DEFAULT_KV_GIB.cpu);
-  const plan = planKvCache(adapter.spec, { maxSeqLen: s.max_seq_len, memoryBytes: kvGib * 2 ** 30, maxSlots: s.max_slots });
-  const runner = new ModelRunner(adapter, {
+  const plan = planKvCache(model.spec, { maxSeqLen: s.max_seq_len, memoryBytes: kvGib * 2 ** 30, maxSlots: s.max_slots });
+  const runner = new ModelRunner(model, {
     slots: plan.slots,
     slotTokens: plan.slotTokens,
     seed: s.seed,
@@ -111,15 +106,15 @@ export function createEngine(chat: ChatModel, settings: Partial<EngineSettings> 
     mathAttention: s.attention === "math",
   });
   const engine = new Engine(runner, {
-    decode: (ids) => adapter.decode(ids),
-    tokenBytes: chat.tokenizer.tokenBytes(),
-    eosTokenIds: adapter.eosTokenIds,
+    decode: (ids) => model.decode(ids),
+    tokenBytes: model.tokenBytes,
+    eosTokenIds: [...model.eosTokenIds],
     maxPrefillTokens: s.max_prefill_tokens,
   });
   return {
     engine,
-    builder: adapter,
-    adapter,
+    model,
+    builder: model,
     runner,
     plan,
     close: () => engine.close(),
@@ -127,7 +122,7 @@ export function createEngine(chat: ChatModel, settings: Partial<EngineSettings> 
 }
 
 /** One line describing the cache, for logs. */
-export function describePlan(adapter: ModelAdapter, plan: KvCachePlan): string {
-  const perToken = kvBytesPerToken(adapter.spec);
+export function describePlan(model: FamilyDecoder, plan: KvCachePlan): string {
+  const perToken = kvBytesPerToken(model.spec);
   return `KV cache: ${plan.slots} slots x ${plan.slotTokens} tokens, ${(plan.bytes / 2 ** 30).toFixed(2)} GiB (${perToken} B/token)`;
 }

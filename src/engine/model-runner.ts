@@ -1,5 +1,5 @@
 /**
- * The tensor side of the engine: runs prefill and decode steps of a ModelAdapter over the
+ * The tensor side of the engine: runs prefill and decode steps of a FamilyDecoder (src/models/family.ts) over the
  * slot KV cache and samples on the device. One instance per model replica (one device).
  *
  * Per sequence it keeps the embeddings of the prompt tokens still to prefill (computed
@@ -14,7 +14,7 @@
  */
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
-import type { ModelAdapter } from "./adapter.ts";
+import type { FamilyDecoder } from "../models/family.ts";
 import { DecodeGraphs, feedTokens, type FedTokens } from "./decode-graphs.ts";
 import { SlotKvCache } from "./kv-cache.ts";
 import { packSamples, sampleRows, sampleRowsOnDevice, unpackSamples, type RowSampling } from "./sampler.ts";
@@ -67,15 +67,15 @@ export class ModelRunner implements StepRunner {
   private readonly onCuda: boolean;
 
   constructor(
-    readonly adapter: ModelAdapter,
+    readonly model: FamilyDecoder,
     options: ModelRunnerOptions,
   ) {
-    const spec = adapter.spec;
+    const spec = model.spec;
     this.cache = new SlotKvCache(spec, options.slots, options.slotTokens, options.mathAttention ?? false);
     this.capacity = { slots: options.slots, slotTokens: options.slotTokens, vocabSize: spec.vocabSize };
     this.shared = new torch.Generator({ seed: options.seed ?? 0, device: spec.device });
     this.onCuda = String(spec.device).startsWith("cuda");
-    this.graphs = this.onCuda && (options.cudaGraphs ?? true) ? new DecodeGraphs(adapter, this.cache, options.slots) : undefined;
+    this.graphs = this.onCuda && (options.cudaGraphs ?? true) ? new DecodeGraphs(model, this.cache, options.slots) : undefined;
   }
 
   begin(start: SequenceStart): void {
@@ -169,31 +169,31 @@ export class ModelRunner implements StepRunner {
         process.stderr.write(`vagen engine: CUDA graphs disabled, decoding eagerly (${this.graphsDisabled})\n`);
       }
     }
-    const spec = this.adapter.spec;
+    const spec = this.model.spec;
     const device = spec.device;
     const B = ordered.length;
     const states = ordered.map((i) => this.state(i.seqId));
     const ids = torch.tensor(Float64Array.from(ordered, (i) => i.tokenId ?? 0), [B], { dtype: "i64", device });
     if (fed) feedTokens(ids, fed);
-    const inputs = this.adapter.embedTokens(ids).view(B, 1, spec.hiddenSize);
+    const inputs = this.model.embedTokens(ids).view(B, 1, spec.hiddenSize);
     const pos = new Float64Array(spec.positionAxes * B);
     for (let a = 0; a < spec.positionAxes; a++) {
       ordered.forEach((item, b) => (pos[a * B + b] = item.index + states[b]!.ropeShift));
     }
     const positions = torch.tensor(pos, [spec.positionAxes, B, 1], { dtype: "i64", device });
     const attention = this.cache.step({ slots: states.map((s) => s.slot), starts: ordered.map((i) => i.index), lengths: ordered.map(() => 1) });
-    const hidden = this.adapter.forward(inputs, positions, attention);
-    return this.adapter.logits(hidden.view(B, spec.hiddenSize));
+    const hidden = this.model.forward(inputs, positions, attention);
+    return this.model.logits(hidden.view(B, spec.hiddenSize));
   }
 
   private beginSequence(start: SequenceStart): void {
-    const positions = this.adapter.promptPositions(start.prompt);
+    const positions = this.model.promptPositions(start.prompt);
     const n = start.prompt.tokenIds.length;
     let maxPos = -1;
     for (const axis of positions) for (let i = 0; i < n; i++) maxPos = Math.max(maxPos, axis[i]!);
-    const embeds = torch.keep(torch.tidy(() => this.adapter.embedPrompt(start.prompt, start.cached)));
+    const embeds = torch.keep(torch.tidy(() => this.model.embedPrompt(start.prompt, start.cached)));
     const generator =
-      start.sampling.seed !== undefined ? new torch.Generator({ seed: start.sampling.seed, device: this.adapter.spec.device }) : undefined;
+      start.sampling.seed !== undefined ? new torch.Generator({ seed: start.sampling.seed, device: this.model.spec.device }) : undefined;
     this.seqs.set(start.seqId, {
       slot: start.slot,
       cached: start.cached,
@@ -206,7 +206,7 @@ export class ModelRunner implements StepRunner {
   }
 
   private prefillChunks(chunks: PrefillChunk[]): SampledToken[] {
-    const spec = this.adapter.spec;
+    const spec = this.model.spec;
     const device = spec.device;
     const states = chunks.map((c) => this.state(c.seqId));
     const lengths = chunks.map((c) => c.end - c.start);
@@ -228,7 +228,7 @@ export class ModelRunner implements StepRunner {
       });
       const positions = torch.tensor(pos, [spec.positionAxes, B, T], { dtype: "i64", device });
       const attention = this.cache.step({ slots: states.map((s) => s.slot), starts: chunks.map((c) => c.start), lengths });
-      const hidden = this.adapter.forward(inputs, positions, attention);
+      const hidden = this.model.forward(inputs, positions, attention);
       const want = chunks.map((c, b) => (c.sample ? b : -1)).filter((b) => b >= 0);
       if (want.length === 0) return undefined;
       const lastRows = torch.tensor(Float64Array.from(want, (b) => b * T + lengths[b]! - 1), [want.length], { dtype: "i64", device });
@@ -263,7 +263,7 @@ export class ModelRunner implements StepRunner {
   }
 
   private sample(hidden: Tensor, seqIds: number[]): SampledToken[] {
-    return this.sampleLogits(this.adapter.logits(hidden), seqIds);
+    return this.sampleLogits(this.model.logits(hidden), seqIds);
   }
 
   private rowSampling(seqIds: number[]): RowSampling[] {

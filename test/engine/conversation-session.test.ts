@@ -8,19 +8,19 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import type { ChatMessage } from "../../src/core/chat.ts";
 import { loadEngine, type LoadedEngine } from "../../src/engine/load.ts";
-import type { Qwen25VLAdapter } from "../../src/engine/families/qwen2_5_vl.ts";
 import type { GenerateRequest } from "../../src/engine/types.ts";
 import { Conversation } from "../../src/models/conversation.ts";
 import { readPng } from "../../src/models/image-io.ts";
 import { Qwen25VLConversationCodec } from "../../src/models/qwen2_5_vl/conversation-codec.ts";
+import type { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
 import { FIXTURE_DIR, maxRelativeError } from "../models/fixture.ts";
 
 let loaded: LoadedEngine;
-let adapter: Qwen25VLAdapter;
+let qwen: Qwen25VLChatModel;
 
 beforeAll(() => {
   loaded = loadEngine(FIXTURE_DIR, { device: "cpu", dtype: "f32", max_seq_len: 512, kv_cache_gib: 0.05, max_slots: 4 });
-  adapter = loaded.adapter as Qwen25VLAdapter;
+  qwen = loaded.model as Qwen25VLChatModel;
 });
 afterAll(async () => {
   await loaded.close();
@@ -35,17 +35,17 @@ const SAMPLING: GenerateRequest["sampling"] = { temperature: 0, maxNewTokens: 4,
 describe("the engine continuing a conversation (explicit session id)", () => {
   test("the next turn reuses the session's KV prefix: only new tokens are prefilled, only the new image encoded", async () => {
     const { engine } = loaded;
-    const conversation = new Conversation(new Qwen25VLConversationCodec(adapter.chat.processor));
+    const conversation = new Conversation(new Qwen25VLConversationCodec(qwen.processor));
     conversation.addMessage({ role: "system", content: [{ type: "text", text: "You are a tiny agent." }] });
     conversation.addMessage(user(imageB, "Go left or right?"));
 
     const prompt1 = conversation.beginReply();
     const before1 = engine.stats();
-    const encoded1 = adapter.imagesEncoded;
+    const encoded1 = qwen.imagesEncoded;
     const turn1 = await engine.generate({ prompt: prompt1, sessionId: "episode-0", continuesSession: true, sampling: SAMPLING });
     expect(turn1.cachedPromptTokens).toBe(0);
     expect(engine.stats().prefillTokens - before1.prefillTokens).toBe(prompt1.tokenIds.length);
-    expect(adapter.imagesEncoded - encoded1).toBe(1);
+    expect(qwen.imagesEncoded - encoded1).toBe(1);
 
     conversation.addReply({ tokenIds: turn1.tokenIds, logprobs: turn1.logprobs, finishReason: turn1.finishReason });
     conversation.addMessage(user(imageC, "Where now?"));
@@ -54,7 +54,7 @@ describe("the engine continuing a conversation (explicit session id)", () => {
     expect(prompt2.tokenIds.slice(0, prompt1.tokenIds.length + 4)).toEqual([...prompt1.tokenIds, ...turn1.tokenIds]);
 
     const before2 = engine.stats();
-    const encoded2 = adapter.imagesEncoded;
+    const encoded2 = qwen.imagesEncoded;
     const turn2 = await engine.generate({ prompt: prompt2, sessionId: "episode-0", continuesSession: true, sampling: SAMPLING, returnLogits: true });
     // The slot holds the first prompt and the sampled ids whose KV was computed: all but the
     // last one, which was sampled but never fed back.
@@ -62,7 +62,7 @@ describe("the engine continuing a conversation (explicit session id)", () => {
     expect(turn2.cachedPromptTokens).toBe(reused);
     expect(engine.stats().cachedPromptTokens - before2.cachedPromptTokens).toBe(reused);
     expect(engine.stats().prefillTokens - before2.prefillTokens).toBe(prompt2.tokenIds.length - reused);
-    expect(adapter.imagesEncoded - encoded2).toBe(1); // image c only; b's KV is reused
+    expect(qwen.imagesEncoded - encoded2).toBe(1); // image c only; b's KV is reused
 
     // A fresh prefill of the same ids (no session) samples the same tokens from the same logits.
     const fresh = await engine.generate({ prompt: prompt2, sampling: SAMPLING, returnLogits: true });
@@ -74,7 +74,7 @@ describe("the engine continuing a conversation (explicit session id)", () => {
 
   test("a prompt that does not continue the session is refused and the session dropped", async () => {
     const { engine } = loaded;
-    const codec = new Qwen25VLConversationCodec(adapter.chat.processor);
+    const codec = new Qwen25VLConversationCodec(qwen.processor);
     const first = new Conversation(codec);
     first.addMessage(user(imageB, "Go left or right?"));
     await engine.generate({ prompt: first.beginReply(), sessionId: "episode-1", continuesSession: true, sampling: SAMPLING });

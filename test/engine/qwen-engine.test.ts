@@ -9,7 +9,7 @@ import { readPng } from "../../src/models/image-io.ts";
 import { loadEngine, type LoadedEngine } from "../../src/engine/load.ts";
 import { EngineClient, createEngineClient } from "../../src/clients/engine-client.ts";
 import type { ChatMessage } from "../../src/core/chat.ts";
-import type { Qwen25VLAdapter } from "../../src/engine/families/qwen2_5_vl.ts";
+import type { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
 import type { GenerationResult } from "../../src/engine/types.ts";
 import { FIXTURE_DIR, maxRelativeError, ref, refsJson } from "../models/fixture.ts";
 
@@ -72,7 +72,7 @@ describe("Qwen2.5-VL through the engine (tiny fixture, CPU, f32)", () => {
   test("the in-process client continues a conversation in its session: same logits as a fresh prefill", async () => {
     const { engine, builder } = loaded;
     const client = new EngineClient(engine, builder);
-    const adapter = loaded.adapter as Qwen25VLAdapter;
+    const qwen = loaded.model as Qwen25VLChatModel;
     const turn1 = caseMessages("one_image");
     const c1 = await client.create(turn1, { temperature: 0, maxTokens: 6 });
     expect(c1.tokenIds!.length).toBe(c1.usage.completionTokens);
@@ -83,10 +83,10 @@ describe("Qwen2.5-VL through the engine (tiny fixture, CPU, f32)", () => {
       { role: "assistant", content: [{ type: "text", text: c1.text }] },
       { role: "user", content: [{ type: "image", image }, { type: "text", text: "And this one?" }] },
     ];
-    const encodedBefore = adapter.imagesEncoded;
+    const encodedBefore = qwen.imagesEncoded;
     const cachedBefore = engine.stats().cachedPromptTokens;
     const viaSession = await client.generate(turn2, { temperature: 0, maxNewTokens: 6 });
-    expect(adapter.imagesEncoded - encodedBefore).toBe(1); // only the new image
+    expect(qwen.imagesEncoded - encodedBefore).toBe(1); // only the new image
     const reused = engine.stats().cachedPromptTokens - cachedBefore;
     expect(reused).toBeGreaterThan(refs.cases.one_image!.input_ids!.length - 1);
     expect(viaSession.cachedPromptTokens).toBe(reused);

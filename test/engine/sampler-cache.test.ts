@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import * as torch from "../../src/torch/index.ts";
 import { sampleRows } from "../../src/engine/sampler.ts";
 import { kvBytesPerToken, planKvCache } from "../../src/engine/kv-cache.ts";
-import type { ModelSpec } from "../../src/engine/adapter.ts";
+import type { ModelSpec } from "../../src/models/family.ts";
 
 /** log-probabilities of [0.5, 0.3, 0.15, 0.05] as logits. */
 const LOGITS = [0.5, 0.3, 0.15, 0.05].map(Math.log);

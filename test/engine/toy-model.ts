@@ -1,6 +1,6 @@
 /**
- * A small decoder-only model with random seeded weights that implements the engine's
- * ModelAdapter: Llama-style blocks (RMSNorm, rotary attention with grouped KV heads,
+ * A small decoder-only model with random seeded weights that implements the family seam's
+ * FamilyDecoder (what the engine runs): Llama-style blocks (RMSNorm, rotary attention with grouped KV heads,
  * SwiGLU MLP), tied LM head, and a toy "vision tower" (a linear map of an image's mean
  * colour plus a per-placeholder embedding) so image handling is exercised too.
  *
@@ -10,8 +10,9 @@
  */
 import * as torch from "../../src/torch/index.ts";
 import { F, type DType, type Device, type Tensor } from "../../src/torch/index.ts";
-import type { AttentionBackend, ModelAdapter, ModelSpec } from "../../src/engine/adapter.ts";
-import type { Prompt } from "../../src/engine/types.ts";
+import { causalAttention, type AttentionBackend } from "../../src/models/attention.ts";
+import type { FamilyDecoder, ModelSpec } from "../../src/models/family.ts";
+import type { Prompt } from "../../src/models/prompt.ts";
 
 export interface ToyConfig {
   vocabSize: number;
@@ -45,7 +46,7 @@ interface Layer {
   down: Tensor;
 }
 
-export class ToyModel implements ModelAdapter {
+export class ToyModel implements FamilyDecoder {
   readonly spec: ModelSpec;
   private readonly embedding: Tensor;
   private readonly layers: Layer[] = [];
@@ -129,19 +130,19 @@ export class ToyModel implements ModelAdapter {
   }
 
   forward(inputsEmbeds: Tensor, positions: Tensor, attention: AttentionBackend): Tensor {
-    const [B, T] = inputsEmbeds.shape as [number, number];
+    const [B, T] = torch.dims3(inputsEmbeds, "toy input embeddings");
     const { numHeads, numKvHeads, headDim } = this.spec;
     const angles = positions.select(0, 0).float().unsqueeze(-1).mul(this.invFreq); // (B, T, D/2)
     const dtype = this.spec.dtype;
-    const cos = torch.cat([angles.cos(), angles.cos()], -1).unsqueeze(1).to(dtype); // (B, 1, T, D)
-    const sin = torch.cat([angles.sin(), angles.sin()], -1).unsqueeze(1).to(dtype);
+    const cos = torch.cat([angles.cos(), angles.cos()], -1).to(dtype); // (B, T, D)
+    const sin = torch.cat([angles.sin(), angles.sin()], -1).to(dtype);
     let x = inputsEmbeds;
     this.layers.forEach((layer, l) => {
       const h = F.rmsNorm(x, layer.inputNorm, 1e-6);
-      const q = rope(F.linear(h, layer.wq).view(B, T, numHeads, headDim).transpose(1, 2), cos, sin);
-      const k = rope(F.linear(h, layer.wk).view(B, T, numKvHeads, headDim).transpose(1, 2), cos, sin);
-      const v = F.linear(h, layer.wv).view(B, T, numKvHeads, headDim).transpose(1, 2);
-      const a = attention.attend(l, q, k, v).transpose(1, 2).reshape(B, T, numHeads * headDim);
+      const q = F.linear(h, layer.wq).view(B, T, numHeads, headDim);
+      const k = F.linear(h, layer.wk).view(B, T, numKvHeads, headDim);
+      const v = F.linear(h, layer.wv).view(B, T, numKvHeads, headDim);
+      const a = attention.attend(l, { q, k, v, cos, sin }).transpose(1, 2).reshape(B, T, numHeads * headDim);
       x = x.add(F.linear(a, layer.wo));
       const m = F.rmsNorm(x, layer.postNorm, 1e-6);
       x = x.add(F.linear(F.silu(F.linear(m, layer.gate)).mul(F.linear(m, layer.up)), layer.down));
@@ -160,7 +161,8 @@ export class ToyModel implements ModelAdapter {
       const n = prompt.tokenIds.length;
       const embeds = this.embedPrompt(prompt, 0).view(1, n, this.spec.hiddenSize);
       const positions = torch.arange(n, undefined, 1, { dtype: "i64", device: this.spec.device }).view(1, 1, n);
-      const hidden = this.forward(embeds, positions, noCacheAttention);
+      using attention = causalAttention();
+      const hidden = this.forward(embeds, positions, attention);
       return this.logits(hidden.view(n, this.spec.hiddenSize)).float().toFloat32Array();
     });
   }
@@ -176,16 +178,3 @@ export class ToyModel implements ModelAdapter {
     return base.add(this.visionPos.narrow(0, 0, tokens));
   }
 }
-
-function rope(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
-  const d = x.shape[3]!;
-  const rotated = torch.cat([x.narrow(-1, d / 2, d / 2).neg(), x.narrow(-1, 0, d / 2)], -1);
-  return x.mul(cos).add(rotated.mul(sin));
-}
-
-/** Plain causal attention over just the given keys (one fresh sequence per row). */
-export const noCacheAttention: AttentionBackend = {
-  attend(_layer, q, k, v) {
-    return F.scaledDotProductAttention(q, k, v, { isCausal: true, enableGqa: true });
-  },
-};

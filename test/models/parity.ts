@@ -4,7 +4,6 @@
  */
 import * as torch from "../../src/torch/index.ts";
 import type { Device, Tensor } from "../../src/torch/index.ts";
-import { ConcatKVCache } from "../../src/models/kv-cache.ts";
 import type { Qwen25VLModel } from "../../src/models/qwen2_5_vl/model.ts";
 import { FIXTURE_DIR, maxRelativeError, ref, refsJson } from "./fixture.ts";
 
@@ -18,7 +17,7 @@ export function refTensor(name: string, dir = FIXTURE_DIR, device: Device = "cpu
 
 export function refRows(name: string, dir = FIXTURE_DIR): number[][] {
   const r = ref(name, dir);
-  const [B, T] = r.shape as [number, number];
+  const [B, T] = [r.shape[0]!, r.shape[1]!];
   return Array.from({ length: B }, (_, b) => Array.from(r.values.subarray(b * T, (b + 1) * T)));
 }
 
@@ -84,39 +83,28 @@ export function bf16RoundingScale(name: string, dir = FIXTURE_DIR): number {
   return maxRelativeError(ref(`${name}.logits_bf16`, dir).values, ref(`${name}.logits`, dir).values);
 }
 
-/** Greedy token ids from prompt ids + the reference pixel values, with the KV-cached loop. */
+/**
+ * Greedy token ids from prompt ids + the reference pixel values, recomputing the whole
+ * sequence each step (the engine's KV-cached decoding is checked against this elsewhere).
+ */
 export function greedyFromIds(model: Qwen25VLModel, name: string, steps: number, dir = FIXTURE_DIR): number[] {
-  const ids = refRows(`${name}.input_ids`, dir);
+  const ids = [...refRows(`${name}.input_ids`, dir)[0]!];
   const images = caseHasImages(name, dir);
-  const cache = new ConcatKVCache(model.config.text.numLayers);
   const out: number[] = [];
-  try {
-    torch.noGrad(() => {
-      let next = torch.tidy(() => {
-        const r = model.forwardBatch(
-          {
-            inputIds: ids,
-            pixelValues: images ? refTensor(`${name}.pixel_values`, dir, model.device) : undefined,
-            imageGridThw: images ? refGrids(`${name}.image_grid_thw`, dir) : [],
-          },
-          { kvCache: cache },
-        );
-        const T = ids[0]!.length;
-        return { token: model.logits(r.hidden.narrow(1, T - 1, 1)).argmax(-1).item(), pos: r.nextPositions[0]! };
-      });
+  torch.noGrad(() => {
+    const pixels = images ? refTensor(`${name}.pixel_values`, dir, model.device) : undefined;
+    try {
       for (let i = 0; i < steps; i++) {
-        out.push(next.token);
-        if (i === steps - 1) break;
-        const { token, pos } = next;
-        next = torch.tidy(() => {
-          const p = torch.tensor([pos, pos, pos], [3, 1, 1], { dtype: "i64", device: model.device });
-          const h = model.forward({ inputsEmbeds: model.embed([[token]]), positionIds: p, kvCache: cache });
-          return { token: model.logits(h).argmax(-1).item(), pos: pos + 1 };
+        const token = torch.tidy(() => {
+          const r = model.forwardBatch({ inputIds: [ids], pixelValues: pixels, imageGridThw: images ? refGrids(`${name}.image_grid_thw`, dir) : [] });
+          return model.logits(r.hidden.narrow(1, ids.length - 1, 1)).argmax(-1).item();
         });
+        out.push(token);
+        ids.push(token);
       }
-    });
-  } finally {
-    cache.dispose();
-  }
+    } finally {
+      pixels?.dispose();
+    }
+  });
   return out;
 }

@@ -1,13 +1,14 @@
 /**
  * `vagen generate MODEL_DIR --prompt TEXT [--image PNG]...`: load a Hugging Face model
- * directory in-process, apply its chat template, and generate with a KV-cached loop.
+ * directory in-process, apply its chat template, and generate one reply on the engine
+ * (the same scheduler, KV cache and sampler as `vagen serve` and `vagen eval`).
  * `--json` prints {"text", "token_ids", "logprobs"}.
  */
 import type { Command } from "commander";
 import { closeSync, existsSync, openSync, readSync } from "node:fs";
 import { join } from "node:path";
 import { VagenError } from "../../core/errors.ts";
-import type { TemplateContentPart, TemplateMessage } from "../../models/chat-template.ts";
+import type { ChatMessage, ContentPart } from "../../core/chat.ts";
 import type { DType } from "../../torch/index.ts";
 import { integerFlag, numberFlag } from "../flags.ts";
 
@@ -101,36 +102,47 @@ export function register(program: Command): void {
       }
       for (const path of flags.image) checkImageFlag(path);
       // Loaded here, not at startup: commands that never touch tensors must not need libtorch.
-      const { generate, loadChatModel, readPng } = await import("../../models/index.ts");
+      const { loadModelFamily, readPng } = await import("../../models/index.ts");
       const { readJson } = await import("../../models/tokenizer.ts");
-      const { resolveDevice } = await import("../../engine/load.ts");
+      const { createEngine, resolveDevice } = await import("../../engine/load.ts");
+      const { kvBytesPerToken } = await import("../../engine/kv-cache.ts");
       // The same device check (and hint) as `vagen serve`.
       const device = resolveDevice(flags.device);
       const dtype = (flags.dtype ?? (String(device).startsWith("cuda") ? "bf16" : "f32")) as DType;
       checkDtypeRuns(await import("../../torch/index.ts"), String(device), dtype);
       const images = flags.image.map(readPng);
-      const model = loadChatModel(dir, { device, dtype });
+      const model = loadModelFamily(dir, { device, dtype });
       try {
-        const content: TemplateContentPart[] = [...images.map(() => ({ type: "image" as const })), { type: "text", text: flags.prompt }];
-        const messages: TemplateMessage[] = [...(flags.system !== undefined ? [{ role: "system" as const, content: flags.system }] : []), { role: "user", content }];
-        const prompt = model.encodeChat(messages, images);
+        const content: ContentPart[] = [...images.map((image) => ({ type: "image" as const, image })), { type: "text", text: flags.prompt }];
+        const messages: ChatMessage[] = [
+          ...(flags.system !== undefined ? [{ role: "system" as const, content: [{ type: "text" as const, text: flags.system }] }] : []),
+          { role: "user", content },
+        ];
+        const prompt = model.buildPrompt(messages);
+        const promptTokens = prompt.tokenIds.length;
         const limit = maxPositions(dir, readJson as (path: string) => Record<string, unknown>);
-        if (limit !== undefined && prompt.inputIds.length + flags.maxTokens > limit) {
+        if (limit !== undefined && promptTokens + flags.maxTokens > limit) {
           throw new VagenError(
-            `--max-tokens: got ${flags.maxTokens}, but the prompt is ${prompt.inputIds.length} tokens and the model holds ${limit} positions (config.json max_position_embeddings)`,
-            `at most ${Math.max(0, limit - prompt.inputIds.length)} new tokens fit after this prompt`,
+            `--max-tokens: got ${flags.maxTokens}, but the prompt is ${promptTokens} tokens and the model holds ${limit} positions (config.json max_position_embeddings)`,
+            `at most ${Math.max(0, limit - promptTokens)} new tokens fit after this prompt`,
           );
         }
-        const [out] = generate(model, [prompt], {
-          maxTokens: flags.maxTokens,
-          temperature: flags.temperature,
-          topP: flags.topP,
-          seed: flags.seed,
-        });
-        if (flags.json) {
-          process.stdout.write(`${JSON.stringify({ text: out!.text, token_ids: out!.tokenIds, logprobs: out!.logprobs })}\n`);
-        } else {
-          process.stdout.write(`${out!.text}\n`);
+        // One sequence: a KV cache of exactly one slot (plus the engine's scratch slot).
+        const seqLen = Math.max(16, promptTokens + flags.maxTokens);
+        const kvGib = (2 * seqLen * kvBytesPerToken(model.spec)) / 2 ** 30;
+        const { engine, close } = createEngine(model, { max_seq_len: seqLen, max_slots: 1, kv_cache_gib: kvGib * 1.01, seed: flags.seed });
+        try {
+          const out = await engine.generate({
+            prompt,
+            sampling: { temperature: flags.temperature, topP: flags.topP, seed: flags.seed, maxNewTokens: flags.maxTokens },
+          });
+          if (flags.json) {
+            process.stdout.write(`${JSON.stringify({ text: out.text, token_ids: out.tokenIds, logprobs: out.logprobs })}\n`);
+          } else {
+            process.stdout.write(`${out.text}\n`);
+          }
+        } finally {
+          await close();
         }
       } finally {
         model.dispose();

@@ -107,8 +107,8 @@ export function register(program: Command): void {
         throw e;
       }
       process.stderr.write(
-        `vagen serve: model "${flags.servedModelName?.[0] ?? loaded.builder.modelName}" on ${loaded.adapter.spec.device} (${loaded.adapter.spec.dtype}); ` +
-          `${describePlan(loaded.adapter, loaded.plan)}\n` +
+        `vagen serve: model "${flags.servedModelName?.[0] ?? loaded.builder.modelName}" on ${loaded.model.spec.device} (${loaded.model.spec.dtype}); ` +
+          `${describePlan(loaded.model, loaded.plan)}\n` +
           `listening on http://${server.hostname}:${server.port}/v1${apiKey ? " (API key required)" : ""}\n`,
       );
       await new Promise<void>((resolve) => {

@@ -1,42 +1,75 @@
 /**
- * Qwen2.5-VL behind the family-independent `ChatModel` seam: tokenizer, chat template and
- * image processor from the model directory, and batched KV-cached decoding on top of
- * `Qwen25VLModel` (left-padded prefill, one token per row per step).
+ * Qwen2.5-VL as a `ModelFamily` (family.ts): the tokenizer, chat template and image
+ * processor of a model directory, and the model's pieces behind the seam the engine,
+ * the trainer and the CLI use.
+ *
+ *   prompts     buildPrompt (chat messages -> ids and image spans, pixels left for later),
+ *               conversationCodec (token-level conversations)
+ *   engine      promptPositions (M-RoPE), embedPrompt (images through the vision tower
+ *               once each), embedTokens, forward over an AttentionBackend, logits
+ *   training    forwardForTraining (a padded batch, causal attention, differentiable)
+ *
+ * `model` (Qwen25VLModel) keeps the separate differentiable pieces for tests and tools.
  */
 import { existsSync } from "node:fs";
-import { join } from "node:path";
-import type { RGBImage } from "../../core/image.ts";
+import { basename, join, resolve } from "node:path";
+import type { ChatMessage } from "../../core/chat.ts";
+import { VagenError } from "../../core/errors.ts";
 import * as torch from "../../torch/index.ts";
 import type { DType, Device, Tensor } from "../../torch/index.ts";
 import { validate } from "../../config/index.ts";
-import { ChatTemplate, type TemplateMessage } from "../chat-template.ts";
-import type { ChatModel, DecodeSession, LoadModelOptions, PromptInput } from "../family.ts";
-import { DEFAULT_IMAGE_PROCESSOR, imageProcessorOptions, PreprocessorConfigSchema, processImages, type ImageProcessorOptions, type ProcessedImages } from "../image-processor.ts";
-import { ConcatKVCache } from "../kv-cache.ts";
+import type { AttentionBackend } from "../attention.ts";
+import { ChatTemplate, toTemplateMessages } from "../chat-template.ts";
+import type { ConversationCodec } from "../conversation.ts";
+import type { LoadModelOptions, ModelFamily, ModelSpec, TrainingBatch, TrainingForwardOptions } from "../family.ts";
+import { imageKey } from "../image-key.ts";
+import {
+  DEFAULT_IMAGE_PROCESSOR,
+  imageProcessorOptions,
+  mergedTokenCount,
+  PreprocessorConfigSchema,
+  processImages,
+  type ImageProcessorOptions,
+} from "../image-processor.ts";
+import type { Prompt, PromptImage } from "../prompt.ts";
 import { readJson, TextTokenizer } from "../tokenizer.ts";
-import { idsTensor, Qwen25VLModel } from "./model.ts";
+import { Qwen25VLModel } from "./model.ts";
+import { Qwen25VLConversationCodec } from "./conversation-codec.ts";
 import { Qwen25VLProcessor } from "./processor.ts";
+import { computeRopeIndex } from "./rope-index.ts";
 
-/** A prompt plus its processed images (so decoding does not process them twice). */
-export interface Qwen25VLPrompt extends PromptInput {
-  processed?: ProcessedImages;
+/** Qwen2.5-VL's published max_position_embeddings. */
+const MAX_POSITIONS = 128000;
+
+export interface Qwen25VLChatModelOptions {
+  /** generation_config.json's end-of-sequence ids, added to the model's own. */
+  generationEosTokenIds?: readonly number[];
+  /** The name clients use for the model; default "qwen2_5_vl". */
+  modelName?: string;
 }
 
-export class Qwen25VLChatModel implements ChatModel {
+export class Qwen25VLChatModel implements ModelFamily {
   readonly family = "qwen2_5_vl";
+  readonly modelName: string;
   readonly processor: Qwen25VLProcessor;
   readonly eosTokenIds: readonly number[];
   readonly padTokenId: number;
+  readonly spec: ModelSpec;
+  readonly tokenBytes: ((id: number) => Uint8Array) | undefined;
+  readonly visionTokenIds: readonly number[];
+  /** Images that went through the vision tower in `embedPrompt` (for stats and tests). */
+  imagesEncoded = 0;
 
   constructor(
     readonly model: Qwen25VLModel,
     readonly tokenizer: TextTokenizer,
     template: ChatTemplate,
     readonly imageOptions: ImageProcessorOptions,
-    generationEos: readonly number[] = [],
+    opts: Qwen25VLChatModelOptions = {},
   ) {
+    this.modelName = opts.modelName ?? this.family;
     this.processor = new Qwen25VLProcessor(tokenizer, template, imageOptions, model.config.imageTokenId);
-    const eos = new Set<number>([...model.config.eosTokenIds, ...generationEos]);
+    const eos = new Set<number>([...model.config.eosTokenIds, ...(opts.generationEosTokenIds ?? [])]);
     const imEnd = tokenizer.maybeTokenId("<|im_end|>");
     if (imEnd !== undefined) eos.add(imEnd);
     const cfgEos = tokenizer.configToken("eos_token");
@@ -44,20 +77,29 @@ export class Qwen25VLChatModel implements ChatModel {
     this.eosTokenIds = [...eos];
     const pad = tokenizer.configToken("pad_token");
     this.padTokenId = pad ? tokenizer.tokenId(pad) : (this.eosTokenIds[0] ?? 0);
+    this.tokenBytes = tokenizer.tokenBytes();
+    this.spec = specOf(model);
+    const markers = ["<|vision_start|>", "<|vision_end|>", "<|video_pad|>"].flatMap((t) => tokenizer.maybeTokenId(t) ?? []);
+    this.visionTokenIds = [model.config.imageTokenId, ...markers];
   }
 
   static load(dir: string, opts: LoadModelOptions): Qwen25VLChatModel {
     const model = Qwen25VLModel.load(dir, opts);
-    const tokenizer = TextTokenizer.fromDir(dir);
-    const template = ChatTemplate.fromDir(dir);
-    const ppPath = join(dir, "preprocessor_config.json");
-    const imageOptions = existsSync(ppPath)
-      ? imageProcessorOptions(validate(PreprocessorConfigSchema, readJson(ppPath), { file: ppPath }))
-      : DEFAULT_IMAGE_PROCESSOR;
-    const genPath = join(dir, "generation_config.json");
-    const genEos = existsSync(genPath) ? readJson(genPath).eos_token_id : undefined;
-    const eosList = typeof genEos === "number" ? [genEos] : Array.isArray(genEos) ? (genEos as number[]) : [];
-    return new Qwen25VLChatModel(model, tokenizer, template, imageOptions, eosList);
+    try {
+      const tokenizer = TextTokenizer.fromDir(dir);
+      const template = ChatTemplate.fromDir(dir);
+      const ppPath = join(dir, "preprocessor_config.json");
+      const imageOptions = existsSync(ppPath)
+        ? imageProcessorOptions(validate(PreprocessorConfigSchema, readJson(ppPath), { file: ppPath }))
+        : DEFAULT_IMAGE_PROCESSOR;
+      const genPath = join(dir, "generation_config.json");
+      const genEos = existsSync(genPath) ? readJson(genPath).eos_token_id : undefined;
+      const generationEosTokenIds = typeof genEos === "number" ? [genEos] : Array.isArray(genEos) ? (genEos as number[]) : [];
+      return new Qwen25VLChatModel(model, tokenizer, template, imageOptions, { generationEosTokenIds, modelName: basename(resolve(dir)) });
+    } catch (err) {
+      model.dispose();
+      throw err;
+    }
   }
 
   get device(): Device {
@@ -68,13 +110,102 @@ export class Qwen25VLChatModel implements ChatModel {
     return this.model.dtype;
   }
 
-  encodeChat(messages: readonly TemplateMessage[], images: readonly RGBImage[]): Qwen25VLPrompt {
-    const encoded = this.processor.encodeChat(messages, images, { addGenerationPrompt: true });
-    return { inputIds: encoded.inputIds, images, processed: encoded.images };
+  get weights(): Map<string, Tensor> {
+    return this.model.weights;
   }
 
-  startDecoding(prompts: readonly PromptInput[]): DecodeSession {
-    return new Qwen25VLDecodeSession(this, prompts as readonly Qwen25VLPrompt[]);
+  // ---- prompts ---------------------------------------------------------------------------
+
+  buildPrompt(messages: readonly ChatMessage[]): Prompt {
+    const { messages: converted, images } = toTemplateMessages(messages);
+    const encoded = this.processor.encodeChat(converted, images, { addGenerationPrompt: true, pixels: false });
+    const tokenIds = encoded.inputIds;
+    const imageId = this.model.config.imageTokenId;
+    let cursor = 0;
+    const promptImages = images.map((image, i): PromptImage => {
+      const grid = encoded.gridThw[i]!;
+      const length = mergedTokenCount(grid, this.imageOptions.mergeSize);
+      const offset = tokenIds.indexOf(imageId, cursor);
+      cursor = offset + length;
+      return { image, offset, length, key: imageKey(image), grid };
+    });
+    return { tokenIds, images: promptImages };
+  }
+
+  decode(ids: readonly number[]): string {
+    return this.tokenizer.decode(ids, { skipSpecialTokens: true });
+  }
+
+  conversationCodec(): ConversationCodec {
+    return new Qwen25VLConversationCodec(this.processor);
+  }
+
+  // ---- what the engine runs --------------------------------------------------------------
+
+  promptPositions(prompt: Prompt): number[][] {
+    const { positionIds } = computeRopeIndex({
+      inputIds: [prompt.tokenIds],
+      imageGridThw: prompt.images.map(gridOf),
+      imageTokenId: this.model.config.imageTokenId,
+      spatialMergeSize: this.model.config.vision.spatialMergeSize,
+    });
+    return positionIds.map((axis) => axis[0]!);
+  }
+
+  /**
+   * Pixels are processed only here, when the vision tower runs on an image, so images a
+   * session's cached prefix already holds cost nothing on the host either.
+   */
+  embedPrompt(prompt: Prompt, from: number): Tensor {
+    const { device, hiddenSize } = this.spec;
+    const ids = prompt.tokenIds.slice(from);
+    const n = ids.length;
+    const x = this.model.text.embed(torch.tensor(Float64Array.from(ids), [n], { dtype: "i64", device }));
+    for (const image of prompt.images) {
+      const lo = Math.max(image.offset, from);
+      const hi = image.offset + image.length;
+      if (hi <= lo) continue;
+      const processed = processImages([image.image], this.imageOptions);
+      const pixels = torch.tensor(processed.pixelValues, [processed.numPatches, processed.patchDim], { device });
+      const features = this.model.encodeImages(pixels, [gridOf(image)]);
+      this.imagesEncoded++;
+      x.narrow(0, lo - from, hi - lo).copy_(features.narrow(0, lo - image.offset, hi - lo).to(x.dtype));
+    }
+    return x.view(n, hiddenSize);
+  }
+
+  embedTokens(ids: Tensor): Tensor {
+    return this.model.text.embed(ids);
+  }
+
+  forward(inputsEmbeds: Tensor, positions: Tensor, attention: AttentionBackend): Tensor {
+    return this.model.text.forward({ inputsEmbeds, positionIds: positions, attention });
+  }
+
+  logits(hidden: Tensor): Tensor {
+    return this.model.logits(hidden);
+  }
+
+  // ---- training --------------------------------------------------------------------------
+
+  forwardForTraining(batch: TrainingBatch, opts: TrainingForwardOptions = {}): Tensor {
+    const images = batch.images.flat();
+    if (batch.images.length !== batch.inputIds.length) {
+      throw new VagenError(`training batch: ${batch.inputIds.length} rows of ids but ${batch.images.length} rows of images`);
+    }
+    return torch.tidy(() => {
+      const processed = images.length > 0 ? processImages(images, this.imageOptions) : undefined;
+      const out = this.model.forwardBatch(
+        {
+          inputIds: batch.inputIds as number[][],
+          attentionMask: batch.attentionMask as number[][] | undefined,
+          pixelValues: processed && torch.tensor(processed.pixelValues, [processed.numPatches, processed.patchDim], { device: this.device }),
+          imageGridThw: processed?.gridThw ?? [],
+        },
+        { mathAttention: opts.mathAttention },
+      );
+      return out.hidden;
+    });
   }
 
   dispose(): void {
@@ -82,90 +213,31 @@ export class Qwen25VLChatModel implements ChatModel {
   }
 }
 
-class Qwen25VLDecodeSession implements DecodeSession {
-  readonly padTokenId: number;
-  private readonly cache: ConcatKVCache;
-  private readonly mask: number[][];
-  private readonly nextPositions: number[];
-  private pending: Tensor | undefined;
-
-  constructor(
-    private readonly chat: Qwen25VLChatModel,
-    prompts: readonly Qwen25VLPrompt[],
-  ) {
-    const model = chat.model;
-    this.padTokenId = chat.padTokenId;
-    this.cache = new ConcatKVCache(model.config.text.numLayers);
-    // Left padding: every row's last prompt token sits in the last column.
-    const width = Math.max(...prompts.map((p) => p.inputIds.length));
-    const ids = prompts.map((p) => [...new Array<number>(width - p.inputIds.length).fill(this.padTokenId), ...p.inputIds]);
-    this.mask = prompts.map((p) => [...new Array<number>(width - p.inputIds.length).fill(0), ...new Array<number>(p.inputIds.length).fill(1)]);
-    const processed = prompts.map((p) => p.processed ?? (p.images.length ? processImages(p.images, chat.imageOptions) : undefined));
-    const grids = processed.flatMap((p) => p?.gridThw ?? []);
-    const { result, nextPositions } = torch.noGrad(() =>
-      torch.tidy(() => {
-        const pixels = joinPixels(processed, model.device);
-        const out = model.forwardBatch(
-          { inputIds: ids, attentionMask: this.mask.some((r) => r.includes(0)) ? this.mask : undefined, pixelValues: pixels, imageGridThw: grids },
-          { kvCache: this.cache },
-        );
-        const last = out.hidden.narrow(1, width - 1, 1);
-        return { result: model.logits(last).squeeze(1).to("f32"), nextPositions: out.nextPositions };
-      }),
-    );
-    this.nextPositions = nextPositions;
-    this.pending = result;
-  }
-
-  nextLogits(): Float32Array[] {
-    const t = this.pending;
-    if (!t) throw new Error("nextLogits() called twice without append()");
-    const [B, V] = t.shape as [number, number];
-    const flat = t.toArray() as Float32Array;
-    t.dispose();
-    this.pending = undefined;
-    return Array.from({ length: B }, (_, b) => flat.subarray(b * V, (b + 1) * V));
-  }
-
-  append(tokens: readonly number[], active: readonly boolean[]): void {
-    const model = this.chat.model;
-    tokens.forEach((_, b) => this.mask[b]!.push(active[b] ? 1 : 0));
-    const positions = this.nextPositions.slice();
-    this.nextPositions.forEach((_, b) => this.nextPositions[b]!++);
-    this.pending = torch.noGrad(() =>
-      torch.tidy(() => {
-        const device = model.device;
-        const embeds = model.embed(tokens.map((t) => [t]));
-        const pos = torch.tensor(Float64Array.from([...positions, ...positions, ...positions]), [3, tokens.length, 1], { dtype: "i64", device });
-        const needMask = this.mask.some((r) => r.includes(0));
-        const hidden = model.forward({
-          inputsEmbeds: embeds,
-          positionIds: pos,
-          attentionMask: needMask ? idsTensor(this.mask, device) : undefined,
-          kvCache: this.cache,
-        });
-        return model.logits(hidden).squeeze(1).to("f32");
-      }),
-    );
-  }
-
-  dispose(): void {
-    this.pending?.dispose();
-    this.pending = undefined;
-    this.cache.dispose();
-  }
+function specOf(model: Qwen25VLModel): ModelSpec {
+  const c = model.config.text;
+  let weightBytes = 0;
+  // What a decode step reads: the language model (the vision tower only runs in prefill).
+  for (const [name, t] of model.weights) if (!name.startsWith("visual.")) weightBytes += t.nbytes();
+  return {
+    numLayers: c.numLayers,
+    numHeads: c.numHeads,
+    numKvHeads: c.numKvHeads,
+    headDim: c.headDim,
+    hiddenSize: c.hiddenSize,
+    vocabSize: c.vocabSize,
+    positionAxes: 3,
+    dtype: model.dtype,
+    device: model.device,
+    maxPositions: MAX_POSITIONS,
+    weightBytes,
+  };
 }
 
-function joinPixels(processed: readonly (ProcessedImages | undefined)[], device: Device): Tensor | undefined {
-  const present = processed.filter((p): p is ProcessedImages => !!p && p.numPatches > 0);
-  if (present.length === 0) return undefined;
-  const rows = present.reduce((s, p) => s + p.numPatches, 0);
-  const dim = present[0]!.patchDim;
-  const all = new Float32Array(rows * dim);
-  let o = 0;
-  for (const p of present) {
-    all.set(p.pixelValues, o);
-    o += p.pixelValues.length;
+/** An image's (t, h, w) patch grid, which fixes its placeholder count and positions. */
+function gridOf(image: PromptImage): [number, number, number] {
+  const grid = image.grid;
+  if (!grid || grid.length !== 3) {
+    throw new VagenError(`a Qwen2.5-VL prompt image at token ${image.offset} has no (t, h, w) patch grid (got ${JSON.stringify(grid)})`);
   }
-  return torch.tensor(all, [rows, dim], { dtype: "f32", device });
+  return [grid[0]!, grid[1]!, grid[2]!];
 }

@@ -5,20 +5,19 @@
  *   encodeImages(pixelValues, gridThw)       -> (numImageTokens, hidden) features
  *   embed(inputIds) + mergeImageFeatures(...) -> (B, T, hidden) input embeddings
  *   positionIds(inputIds, mask, gridThw)     -> (3, B, T) M-RoPE positions (+ deltas)
- *   forward({inputsEmbeds, positionIds, attentionMask, kvCache}) -> hidden (B, T, hidden)
+ *   forward({inputsEmbeds, positionIds, attentionMask | attention}) -> hidden (B, T, hidden)
  *   logits(hidden) / values(hidden, head)    -> (B, T, vocab) / (B, T)
  *
  * `forwardBatch` chains them for a padded batch of mixed text and image prompts.
  */
 import * as torch from "../../torch/index.ts";
-import type { DType, Device, Tensor } from "../../torch/index.ts";
+import { dims3, type DType, type Device, type Tensor } from "../../torch/index.ts";
 import { VagenError } from "../../core/errors.ts";
-import type { KVCache } from "../kv-cache.ts";
 import { loadWeights, type Weights } from "../weights.ts";
 import { loadQwen25VLConfig, type Qwen25VLConfig } from "./config.ts";
 import { checkImageTokens } from "./processor.ts";
 import { computeRopeIndex } from "./rope-index.ts";
-import { Qwen25TextModel } from "./text.ts";
+import { Qwen25TextModel, type DecoderInput } from "./text.ts";
 import { Qwen25VisionTower } from "./vision.ts";
 import { canonicalQwen25VLName, checkQwen25VLWeights } from "./weights.ts";
 import { ValueHead } from "../value-head.ts";
@@ -81,7 +80,7 @@ export class Qwen25VLModel {
    * one gather from [embeddings; features]. The counts must agree exactly.
    */
   mergeImageFeatures(inputIds: readonly (readonly number[])[], inputsEmbeds: Tensor, features: Tensor | undefined): Tensor {
-    const [B, T, H] = inputsEmbeds.shape as [number, number, number];
+    const [B, T, H] = dims3(inputsEmbeds, "input embeddings");
     const imageId = this.config.imageTokenId;
     const source = new Int32Array(B * T);
     let k = 0;
@@ -123,7 +122,7 @@ export class Qwen25VLModel {
     };
   }
 
-  forward(input: Parameters<Qwen25TextModel["forward"]>[0]): Tensor {
+  forward(input: DecoderInput): Tensor {
     return this.text.forward(input);
   }
 
@@ -135,8 +134,11 @@ export class Qwen25VLModel {
     return head.forward(hidden);
   }
 
-  /** Embed, encode and merge images, compute positions and run the decoder on a batch. */
-  forwardBatch(batch: MultimodalBatch, opts: { kvCache?: KVCache } = {}): BatchForward {
+  /**
+   * Embed, encode and merge images, compute positions and run the decoder on a padded
+   * batch, with causal attention over it (differentiable when gradients are on).
+   */
+  forwardBatch(batch: MultimodalBatch, opts: { mathAttention?: boolean } = {}): BatchForward {
     const grids = batch.imageGridThw ?? [];
     checkImageTokens(batch.inputIds, grids, this.config.imageTokenId, this.config.vision.spatialMergeSize);
     if (grids.length > 0 && !batch.pixelValues) {
@@ -147,7 +149,7 @@ export class Qwen25VLModel {
       const embeds = this.mergeImageFeatures(batch.inputIds, this.embed(batch.inputIds), features);
       const { positionIds, nextPositions } = this.positionIds(batch.inputIds, batch.attentionMask, grids);
       const attentionMask = batch.attentionMask ? idsTensor(batch.attentionMask, this.device) : undefined;
-      const hidden = this.forward({ inputsEmbeds: embeds, positionIds, attentionMask, kvCache: opts.kvCache });
+      const hidden = this.forward({ inputsEmbeds: embeds, positionIds, attentionMask, mathAttention: opts.mathAttention });
       return { hidden, positionIds, nextPositions };
     });
   }
