@@ -2,33 +2,47 @@
  * The in-process client: the inference-client seam over vagen's own generation engine.
  *
  * It returns the exact generated token ids and their sampling log-probs, so training
- * never re-tokenizes text. It also turns the harness's growing message lists into engine
- * sessions without the harness knowing: when a request's messages start with a
- * conversation this client answered before (its messages plus the assistant reply it
- * produced), the request continues that conversation's session, and the engine prefills
- * only what is new since the cached prefix.
+ * never re-tokenizes text. Two ways in:
+ *
+ * - `openConversation()`: a token-level conversation (src/models/conversation.ts) under
+ *   an explicit engine session id. Each new message is tokenized alone and appended, the
+ *   sampled ids go in verbatim, and every turn continues the session (`continuesSession`),
+ *   so the engine prefills only the tokens added since the last turn. This is what the
+ *   harnesses use for episodes, and what rollouts turn into training rows.
+ * - `create(messages)` / `generate(messages)`: the message path of the OpenAI-compatible
+ *   server. The whole conversation is rendered each time; a request whose prompt starts
+ *   with the full prompt of an earlier answered request (the same tokens and the same
+ *   images, compared exactly) continues that request's session, so the engine reuses the
+ *   cached prefix up to the first token that differs.
  */
 import type { Engine } from "../engine/engine.ts";
-import { loadEngine, type EngineSettings } from "../engine/load.ts";
+import { loadEngine, type EngineSettings, type LoadedEngine } from "../engine/load.ts";
 import type { ChatPromptBuilder } from "../engine/chat.ts";
-import { imageKey } from "../engine/prompt.ts";
-import type { GenerationResult, SamplingOptions, TokenEvent } from "../engine/types.ts";
+import type { GenerationResult, Prompt, SamplingOptions, TokenEvent } from "../engine/types.ts";
 import type { ChatMessage } from "../core/chat.ts";
-import type { Completion, CreateOptions, InferenceClient, SamplingParams } from "./types.ts";
+import { VagenError } from "../core/errors.ts";
+import { Conversation, type ConversationCodec, type ConversationRecord } from "../models/conversation.ts";
+import type { ClientConversation, Completion, CreateOptions, InferenceClient, SamplingParams } from "./types.ts";
 
 export interface EngineClientOptions {
   /** Defaults for fields a request leaves unset (the engine's own defaults apply after these). */
   defaults?: Partial<SamplingOptions>;
-  /** Conversations remembered for session reuse; the oldest are released beyond this. */
-  maxConversations?: number;
+  /** The family's conversation codec; `openConversation` needs it. */
+  codec?: ConversationCodec;
+  /** Ids the model must never sample (image placeholders, vision markers). */
+  visionTokenIds?: readonly number[];
+  /** Message-path sessions kept for reuse; the least recently used are released beyond this. */
+  maxMessageSessions?: number;
   /** Close the engine when the client closes (the client created it). */
   ownsEngine?: boolean;
 }
 
 export class EngineClient implements InferenceClient {
   readonly description: string;
-  /** Fingerprint of (messages + assistant reply) -> the session holding that conversation. Insertion-ordered = LRU. */
-  private readonly conversations = new Map<string, string>();
+  /** Message-path sessions: id -> the prompt its last request ran. Insertion-ordered = LRU. */
+  private readonly messageSessions = new Map<string, Prompt>();
+  private readonly openConversations = new Set<EngineConversation>();
+  private readonly visionTokenIds: ReadonlySet<number>;
   private nextSession = 1;
 
   constructor(
@@ -37,23 +51,24 @@ export class EngineClient implements InferenceClient {
     private readonly options: EngineClientOptions = {},
   ) {
     this.description = `engine:${builder.modelName}`;
+    this.visionTokenIds = new Set(options.visionTokenIds ?? []);
   }
 
   async create(messages: ChatMessage[], sampling: SamplingParams, options: CreateOptions = {}): Promise<Completion> {
-    const result = await this.generate(messages, toEngineSampling(sampling), options);
-    return {
-      text: result.text,
-      finishReason: result.finishReason,
-      usage: { promptTokens: result.promptTokens, completionTokens: result.tokenIds.length },
-      tokenIds: result.tokenIds,
-      logprobs: result.logprobs,
-    };
+    return toCompletion(await this.generate(messages, toEngineSampling(sampling), options));
+  }
+
+  openConversation(): ClientConversation {
+    const codec = this.options.codec;
+    if (!codec) throw new VagenError(`${this.description}: this engine client has no conversation codec, so it cannot keep token-level conversations`);
+    const conversation = new EngineConversation(this, new Conversation(codec), `episode-${this.nextSession++}`);
+    this.openConversations.add(conversation);
+    return conversation;
   }
 
   /**
    * The engine-level call behind `create`: every sampling option (top-k, stop ids, ...)
-   * and per-token streaming. The HTTP server uses it too, so its multi-turn
-   * conversations get the same KV reuse.
+   * and per-token streaming. The HTTP server uses it too.
    */
   async generate(
     messages: readonly ChatMessage[],
@@ -61,53 +76,144 @@ export class EngineClient implements InferenceClient {
     options: { signal?: AbortSignal; onToken?: (event: TokenEvent) => void } = {},
   ): Promise<GenerationResult> {
     const prompt = this.builder.buildPrompt(messages);
-    const prints = prefixFingerprints(messages);
-    const sessionId = this.takeSession(prints) ?? `conversation-${this.nextSession++}`;
+    const sessionId = this.takeMessageSession(prompt) ?? `conversation-${this.nextSession++}`;
     let result: GenerationResult;
     try {
-      result = await this.engine.generate({
-        prompt,
-        sessionId,
-        signal: options.signal,
-        onToken: options.onToken,
-        sampling: { ...this.options.defaults, ...sampling },
-      });
+      result = await this.engine.generate({ prompt, sessionId, signal: options.signal, onToken: options.onToken, sampling: this.withDefaults(sampling) });
     } catch (e) {
       this.engine.releaseSession(sessionId);
       throw e;
     }
-    const reply: ChatMessage = { role: "assistant", content: [{ type: "text", text: result.text }] };
-    this.remember(extendFingerprint(prints[prints.length - 1]!, reply), sessionId);
+    this.rememberMessageSession(sessionId, prompt);
     return result;
   }
 
+  isVisionToken(id: number): boolean {
+    return this.visionTokenIds.has(id);
+  }
+
+  withDefaults(sampling: Partial<SamplingOptions>): Partial<SamplingOptions> {
+    return { ...this.options.defaults, ...sampling };
+  }
+
+  /** Called by a conversation when it is released. */
+  forget(conversation: EngineConversation): void {
+    this.openConversations.delete(conversation);
+  }
+
   async close(): Promise<void> {
-    for (const sessionId of this.conversations.values()) this.engine.releaseSession(sessionId);
-    this.conversations.clear();
+    for (const sessionId of this.messageSessions.keys()) this.engine.releaseSession(sessionId);
+    this.messageSessions.clear();
+    for (const conversation of [...this.openConversations]) conversation.release();
     if (this.options.ownsEngine) await this.engine.close();
   }
 
-  /** The session of the longest earlier conversation these messages continue, if any. */
-  private takeSession(prints: string[]): string | undefined {
-    for (let n = prints.length - 1; n >= 1; n--) {
-      const sessionId = this.conversations.get(prints[n]!);
-      if (sessionId !== undefined) {
-        this.conversations.delete(prints[n]!);
-        return sessionId;
+  /** The session whose last prompt is the longest exact prefix of `prompt`, if any (taken out of the pool). */
+  private takeMessageSession(prompt: Prompt): string | undefined {
+    let best: string | undefined;
+    let bestLength = 0;
+    for (const [sessionId, previous] of this.messageSessions) {
+      if (previous.tokenIds.length > bestLength && isPromptPrefix(previous, prompt)) {
+        best = sessionId;
+        bestLength = previous.tokenIds.length;
       }
     }
-    return undefined;
+    if (best !== undefined) this.messageSessions.delete(best);
+    return best;
   }
 
-  private remember(print: string, sessionId: string): void {
-    this.conversations.set(print, sessionId);
-    const max = this.options.maxConversations ?? 4096;
-    while (this.conversations.size > max) {
-      const [oldest, oldSession] = this.conversations.entries().next().value as [string, string];
-      this.conversations.delete(oldest);
-      this.engine.releaseSession(oldSession);
+  private rememberMessageSession(sessionId: string, prompt: Prompt): void {
+    this.messageSessions.set(sessionId, prompt);
+    const max = this.options.maxMessageSessions ?? 4096;
+    while (this.messageSessions.size > max) {
+      const oldest = this.messageSessions.keys().next().value as string;
+      this.messageSessions.delete(oldest);
+      this.engine.releaseSession(oldest);
     }
   }
+}
+
+/** A token-level conversation continued under one explicit engine session. */
+class EngineConversation implements ClientConversation {
+  private released = false;
+
+  constructor(
+    private readonly client: EngineClient,
+    private readonly conversation: Conversation,
+    readonly id: string,
+  ) {}
+
+  get length(): number {
+    return this.conversation.length;
+  }
+
+  get responseLength(): number {
+    const firstSampled = this.conversation.turns.find((t) => t.sampled !== undefined)?.sampled;
+    return firstSampled ? this.conversation.length - firstSampled.start : 0;
+  }
+
+  addMessages(messages: readonly ChatMessage[]): number {
+    const before = this.conversation.length;
+    for (const message of messages) this.conversation.addMessage(message);
+    return this.conversation.length - before;
+  }
+
+  async reply(sampling: SamplingParams, options: CreateOptions = {}): Promise<Completion> {
+    if (this.released) throw new VagenError(`conversation ${this.id} was released; open a new one`);
+    const prompt = this.conversation.beginReply();
+    let result: GenerationResult;
+    try {
+      result = await this.client.engine.generate({
+        prompt,
+        sessionId: this.id,
+        continuesSession: true,
+        signal: options.signal,
+        sampling: this.client.withDefaults(toEngineSampling(sampling)),
+      });
+    } catch (e) {
+      // The open reply cannot be completed: close it empty so the record stays well formed.
+      this.conversation.addReply({ tokenIds: [], logprobs: [], finishReason: "abort" });
+      this.release();
+      throw e;
+    }
+    this.conversation.addReply({ tokenIds: result.tokenIds, logprobs: result.logprobs, finishReason: result.finishReason });
+    return toCompletion(result);
+  }
+
+  isVisionToken(id: number): boolean {
+    return this.client.isVisionToken(id);
+  }
+
+  record(): ConversationRecord {
+    return this.conversation.record();
+  }
+
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.client.engine.releaseSession(this.id);
+    this.client.forget(this);
+  }
+}
+
+function toCompletion(result: GenerationResult): Completion {
+  return {
+    text: result.text,
+    finishReason: result.finishReason,
+    usage: { promptTokens: result.promptTokens, completionTokens: result.tokenIds.length },
+    tokenIds: result.tokenIds,
+    logprobs: result.logprobs,
+  };
+}
+
+/** `previous` is a prefix of `prompt`: the same ids, and the same images at the same offsets. */
+function isPromptPrefix(previous: Prompt, prompt: Prompt): boolean {
+  const n = previous.tokenIds.length;
+  if (n > prompt.tokenIds.length) return false;
+  for (let i = 0; i < n; i++) if (previous.tokenIds[i] !== prompt.tokenIds[i]) return false;
+  const within = prompt.images.filter((img) => img.offset < n);
+  if (within.length !== previous.images.length) return false;
+  return within.every((img, i) => img.offset === previous.images[i]!.offset && img.key === previous.images[i]!.key);
 }
 
 export function toEngineSampling(s: SamplingParams): Partial<SamplingOptions> {
@@ -120,16 +226,20 @@ export function toEngineSampling(s: SamplingParams): Partial<SamplingOptions> {
   return out;
 }
 
-/** prints[n] identifies messages[0..n) (prints[0] is the empty conversation). */
-function prefixFingerprints(messages: readonly ChatMessage[]): string[] {
-  const prints = [""];
-  for (const m of messages) prints.push(extendFingerprint(prints[prints.length - 1]!, m));
-  return prints;
+/**
+ * What a token-level conversation needs from a loaded engine's model family: the
+ * conversation codec and the ids the model must never sample.
+ */
+export function engineConversationSupport(loaded: Pick<LoadedEngine, "model">): Pick<EngineClientOptions, "codec" | "visionTokenIds"> {
+  return { codec: loaded.model.conversationCodec(), visionTokenIds: loaded.model.visionTokenIds };
 }
 
-function extendFingerprint(previous: string, message: ChatMessage): string {
-  const parts = message.content.map((p) => (p.type === "text" ? `t:${p.text}` : `i:${imageKey(p.image)}`));
-  return Bun.hash.wyhash(`${previous}\u0000${message.role}\u0000${parts.join("\u0001")}`).toString(16);
+/**
+ * An engine client over an engine someone else owns (the trainer's `createEngine`), with
+ * token-level conversations.
+ */
+export function engineClientFor(loaded: LoadedEngine, defaults: SamplingParams = {}): EngineClient {
+  return new EngineClient(loaded.engine, loaded.builder, { defaults: toEngineSampling(defaults), ...engineConversationSupport(loaded) });
 }
 
 /**
@@ -139,7 +249,7 @@ function extendFingerprint(previous: string, message: ChatMessage): string {
  */
 export function createEngineClient(modelDir: string, settings: Partial<EngineSettings> = {}, defaults: SamplingParams = {}): EngineClient {
   const loaded = loadEngine(modelDir, settings);
-  const client = new EngineClient(loaded.engine, loaded.builder, { defaults: toEngineSampling(defaults) });
+  const client = engineClientFor(loaded, defaults);
   const closeClient = client.close.bind(client);
   client.close = async () => {
     await closeClient();

@@ -7,6 +7,7 @@
  * data URLs) on the wire.
  */
 import type { ChatMessage } from "../core/chat.ts";
+import type { ConversationRecord } from "../models/conversation.ts";
 
 /** Generation settings for one request. Unset fields fall back to the server's defaults. */
 export interface SamplingParams {
@@ -45,6 +46,43 @@ export interface CreateOptions {
 export interface InferenceClient {
   /** A short description for logs and metrics (e.g. the model name). Never a secret. */
   readonly description: string;
+  /** One stateless request: the whole conversation as messages. */
   create(messages: ChatMessage[], sampling: SamplingParams, options?: CreateOptions): Promise<Completion>;
+  /**
+   * A token-level conversation (clients that run the model in-process): the caller
+   * appends each new message once and the sampled ids stay in it verbatim, so nothing is
+   * re-rendered or re-tokenized and the model continues its own KV cache. Clients that
+   * only speak messages (HTTP) leave it out; harnesses then use `create`.
+   */
+  openConversation?(): ClientConversation;
   close?(): Promise<void>;
+}
+
+/**
+ * One token-level conversation (src/models/conversation.ts) bound to a model session.
+ * It grows only at the end: messages the model did not write (mask 0), then a reply
+ * whose sampled ids go in as generated (mask 1). Release it when done with it: the
+ * model's cached state for it is freed; the record stays readable.
+ */
+export interface ClientConversation {
+  /** The explicit session id the model continues (unique per client). */
+  readonly id: string;
+  /** Tokens so far. */
+  readonly length: number;
+  /** Tokens from the first sampled one on (the row's response region); 0 before any reply. */
+  readonly responseLength: number;
+  /** Append messages the model did not write, each tokenized alone with the chat template's framing; returns how many tokens they took. */
+  addMessages(messages: readonly ChatMessage[]): number;
+  /**
+   * Generate the next reply: the template's generation prompt, then sampling from the
+   * conversation as it stands. The completion's `tokenIds` and `logprobs` are the ids
+   * now in the conversation.
+   */
+  reply(sampling: SamplingParams, options?: CreateOptions): Promise<Completion>;
+  /** Whether a sampled id is one the model must never write (an image placeholder or vision marker). */
+  isVisionToken(id: number): boolean;
+  /** Ids, loss mask, log-probs, turns and image spans so far (copies). */
+  record(): ConversationRecord;
+  /** Free the model's cached state for this conversation (idempotent). */
+  release(): void;
 }

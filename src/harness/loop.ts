@@ -3,6 +3,13 @@
  * `defineHarness` only says what to send each turn (`prompt`) and whether a reported
  * success ends the episode; the loop does reset, system prompt, generate, step, record.
  *
+ * With a client that keeps token-level conversations (the in-process engine), the loop
+ * keeps the episode's conversations (token-conversations.ts): a turn whose messages
+ * extend the previous call's messages and reply continues that conversation, appending
+ * only the new messages; any other turn opens a fresh one. Concat thus keeps one
+ * conversation per episode and no_concat opens one per turn. Other clients get the
+ * whole message list each turn.
+ *
  * Failures are part of the record, not exceptions: a client that still fails after its
  * retries ends the episode with "model_error", an env that throws with "env_error" (as
  * VAGEN's agent loop does). Only an abort propagates, so a cancelled episode is never
@@ -13,7 +20,8 @@ import { abortError, isAbortError } from "../clients/errors.ts";
 import type { ChatMessage } from "../core/chat.ts";
 import type { Completion } from "../clients/types.ts";
 import { DEFAULT_IMAGE_PLACEHOLDER, observationToMessage, reportedSuccess } from "./observation.ts";
-import type { EpisodeFinishReason, EpisodeRecord, Harness, HarnessRunOptions, TurnRecord } from "./types.ts";
+import { TokenConversations, type TokenCall } from "./token-conversations.ts";
+import type { EpisodeFinishReason, EpisodeRecord, Harness, HarnessRunOptions, TurnRecord, UnusableReason } from "./types.ts";
 
 /** What a prompt policy can look at when building the next turn's messages. */
 export interface ConversationView {
@@ -45,6 +53,19 @@ export function defineHarness(definition: HarnessDefinition): Harness {
 const ENV_ERROR_OBSERVATION: Observation = { text: "Environment Error", images: [] };
 
 export async function runAgentLoop(definition: HarnessDefinition, options: HarnessRunOptions): Promise<EpisodeRecord> {
+  const { client } = options;
+  const tokens = options.tokenLevel !== false && client.openConversation ? new TokenConversations(client, options.limits) : undefined;
+  try {
+    const record = await runTurns(definition, options, tokens);
+    if (tokens) record.conversations = tokens.close();
+    return record;
+  } finally {
+    // An abort (or a bug) must not leave engine sessions behind.
+    tokens?.close();
+  }
+}
+
+async function runTurns(definition: HarnessDefinition, options: HarnessRunOptions, tokens: TokenConversations | undefined): Promise<EpisodeRecord> {
   const { env, client, seed, maxTurns, sampling, signal } = options;
   const placeholder = options.imagePlaceholder ?? DEFAULT_IMAGE_PLACEHOLDER;
   const record: EpisodeRecord = {
@@ -58,11 +79,12 @@ export async function runAgentLoop(definition: HarnessDefinition, options: Harne
     finishReason: "max_turns",
     totalReward: 0,
   };
-  const finish = (reason: EpisodeFinishReason, error?: unknown): EpisodeRecord => {
+  const finish = (reason: EpisodeFinishReason, error?: unknown, unusable?: UnusableReason): EpisodeRecord => {
     record.finishReason = reason;
     if (error !== undefined && (reason === "model_error" || reason === "env_error")) {
       record.error = { kind: reason, message: error instanceof Error ? error.message : String(error) };
     }
+    if (unusable !== undefined) record.unusable = unusable;
     record.totalReward = record.turns.reduce((sum, t) => sum + t.reward, 0);
     return record;
   };
@@ -87,13 +109,15 @@ export async function runAgentLoop(definition: HarnessDefinition, options: Harne
   for (let index = 1; index <= maxTurns; index++) {
     if (signal?.aborted) throw abortError(signal);
     const prompt = definition.prompt({ system, initial, turns: history, current });
-    let completion: Completion;
+    let call: TokenCall;
     try {
-      completion = await client.create(prompt, sampling, { signal });
+      call = tokens ? await tokens.send(prompt, sampling, signal) : messageCall(await client.create(prompt, sampling, { signal }));
     } catch (err) {
       if (isAbortError(err) || signal?.aborted) throw isAbortError(err) ? err : abortError(signal);
       return finish("model_error", err);
     }
+    if (call.kind === "stop") return finish(call.reason, undefined, call.unusable);
+    const { completion, assistant } = call;
 
     let turn: TurnRecord;
     let envError: unknown;
@@ -104,13 +128,13 @@ export async function runAgentLoop(definition: HarnessDefinition, options: Harne
       envError = err;
       turn = { index, prompt, completion, reward: 0, done: true, info: {}, observation: ENV_ERROR_OBSERVATION };
     }
+    if (call.at) turn.call = call.at;
     record.turns.push(turn);
     options.onTurn?.(turn);
     if (envError !== undefined) return finish("env_error", envError);
     if (turn.done) return finish("done");
     if (definition.stopOnSuccess && reportedSuccess(turn.info) === true) return finish("success");
 
-    const assistant: ChatMessage = { role: "assistant", content: [{ type: "text", text: completion.text }] };
     try {
       current = observationToMessage("user", turn.observation, placeholder);
     } catch (err) {
@@ -119,4 +143,9 @@ export async function runAgentLoop(definition: HarnessDefinition, options: Harne
     history.push({ assistant, observation: current, record: turn });
   }
   return finish("max_turns");
+}
+
+/** A message-level completion as a call result: the reply as an assistant message. */
+function messageCall(completion: Completion): TokenCall {
+  return { kind: "reply", completion, assistant: { role: "assistant", content: [{ type: "text", text: completion.text }] } };
 }

@@ -6,6 +6,18 @@
 import type { Env, EnvInfo, Observation } from "../../envs/_common/types.ts";
 import type { ChatMessage } from "../core/chat.ts";
 import type { Completion, InferenceClient, SamplingParams } from "../clients/types.ts";
+import type { ConversationRecord } from "../models/conversation.ts";
+
+/**
+ * Token budgets of a training row (VAGEN's `data.max_prompt_length` and
+ * `data.max_response_length`). With them the harness leaves each generation only the
+ * room the row still has (`generationLimit`) and drops an episode whose opening prompt
+ * cannot fit.
+ */
+export interface RowLimits {
+  maxPromptLength?: number;
+  maxResponseLength?: number;
+}
 
 export interface HarnessRunOptions {
   env: Env;
@@ -21,6 +33,13 @@ export interface HarnessRunOptions {
   signal?: AbortSignal;
   /** Called after every turn (live progress, streaming dumps). */
   onTurn?: (turn: TurnRecord) => void;
+  /** Row budgets (training); without them only `sampling.maxTokens` bounds a turn. */
+  limits?: RowLimits;
+  /**
+   * Keep token-level conversations when the client offers them (default true). false
+   * sends whole message lists through `client.create` even to an in-process engine.
+   */
+  tokenLevel?: boolean;
 }
 
 export interface TurnRecord {
@@ -35,16 +54,42 @@ export interface TurnRecord {
   info: EnvInfo;
   /** The observation the env returned after this turn. */
   observation: Observation;
+  /**
+   * Where the reply sits in the token-level record (token-level episodes only): the
+   * conversation's ordinal in `EpisodeRecord.conversations` and the reply's index
+   * among that conversation's sampled spans.
+   */
+  call?: { conversation: number; reply: number };
 }
+
+/** One token-level conversation of an episode, as the model saw and sampled it. */
+export interface EpisodeConversation {
+  /** 0, 1, ... in the order the conversations were opened. */
+  ordinal: number;
+  record: ConversationRecord;
+  /** The conversation ended with a model-written summary (a summarising harness). */
+  endsWithSummary: boolean;
+}
+
+/**
+ * Why an episode cannot be trained on (VAGEN's EpisodeUnusable); a rollout drops it
+ * without failing the batch:
+ * - context_too_large: an opening prompt is longer than the row's prompt budget;
+ * - sampled_vision_token: the model wrote an image placeholder or vision marker id.
+ */
+export type UnusableReason = "context_too_large" | "sampled_vision_token";
 
 /**
  * How an episode ended:
  * - done: the env said done;
  * - success: the env reported success without done and the harness stops on success;
  * - max_turns: the turn limit was reached;
- * - model_error / env_error: the client (after its retries) or the env threw.
+ * - model_error / env_error: the client (after its retries) or the env threw;
+ * - no_room: the row's response budget leaves no room for another generation;
+ * - empty_generation: the model ended a reply without writing a token;
+ * - unusable: see `unusable` (token-level episodes only).
  */
-export type EpisodeFinishReason = "done" | "success" | "max_turns" | "model_error" | "env_error";
+export type EpisodeFinishReason = "done" | "success" | "max_turns" | "model_error" | "env_error" | "no_room" | "empty_generation" | "unusable";
 
 export interface EpisodeRecord {
   harness: string;
@@ -59,6 +104,10 @@ export interface EpisodeRecord {
   /** Sum of per-turn rewards. */
   totalReward: number;
   error?: { kind: "model_error" | "env_error"; message: string };
+  /** Set when finishReason is "unusable". */
+  unusable?: UnusableReason;
+  /** Token-level episodes: every conversation, in the order opened (released by the time the record is returned). */
+  conversations?: EpisodeConversation[];
 }
 
 export interface Harness {

@@ -1,0 +1,109 @@
+/**
+ * An episode's token-level conversations (VAGEN main's conversation record, kept by the
+ * harness instead of guessed by the client).
+ *
+ * The loop hands over each turn's full message list. When the conversation open now was
+ * sent exactly the messages this list starts with, followed by its own reply (the same
+ * message objects: the loop reuses them, nothing is compared by content), only the
+ * messages after them are appended and the model continues its session; otherwise the
+ * open conversation is closed and a fresh one starts with the whole list. Concat keeps
+ * one conversation per episode; no_concat and compact open one per model call.
+ *
+ * Before each generation the row's response budget decides the room left
+ * (generation-limit.ts); after it, a reply that holds vision ids makes the episode
+ * unusable and an empty reply ends it.
+ */
+import type { ClientConversation, Completion, InferenceClient, SamplingParams } from "../clients/types.ts";
+import type { ChatMessage } from "../core/chat.ts";
+import { generationFloor, generationLimit } from "./generation-limit.ts";
+import type { EpisodeConversation, RowLimits, UnusableReason } from "./types.ts";
+
+/** What one model call came to. */
+export type TokenCall =
+  | {
+      kind: "reply";
+      completion: Completion;
+      /** The reply as the assistant message later turns include (this very object). */
+      assistant: ChatMessage;
+      /** Where the reply sits in the episode's conversations (token-level calls only). */
+      at?: { conversation: number; reply: number };
+    }
+  | { kind: "stop"; reason: "no_room" | "empty_generation" | "unusable"; unusable?: UnusableReason };
+
+interface OpenConversation {
+  conversation: ClientConversation;
+  ordinal: number;
+  /** The messages it holds, in order (replies as the assistant objects handed out). */
+  sent: ChatMessage[];
+  replies: number;
+}
+
+export class TokenConversations {
+  private open: OpenConversation | undefined;
+  private readonly closed: EpisodeConversation[] = [];
+  private opened = 0;
+
+  constructor(
+    private readonly client: InferenceClient,
+    private readonly limits: RowLimits = {},
+  ) {}
+
+  async send(messages: readonly ChatMessage[], sampling: SamplingParams, signal?: AbortSignal): Promise<TokenCall> {
+    const open = this.route(messages);
+    const { conversation } = open;
+    if (open.replies === 0 && this.limits.maxPromptLength !== undefined && conversation.length > this.limits.maxPromptLength) {
+      return { kind: "stop", reason: "unusable", unusable: "context_too_large" };
+    }
+    let maxTokens = sampling.maxTokens;
+    const budget = this.limits.maxResponseLength;
+    if (budget !== undefined) {
+      // The pending observation is already appended, so it counts in responseLength.
+      const room = generationLimit(budget, generationFloor(budget, sampling.maxTokens), conversation.responseLength);
+      if (room === 0) return { kind: "stop", reason: "no_room" };
+      maxTokens = Math.min(maxTokens ?? room, room);
+    }
+    const completion = await conversation.reply({ ...sampling, maxTokens }, { signal });
+    const at = { conversation: open.ordinal, reply: open.replies++ };
+    const assistant: ChatMessage = { role: "assistant", content: [{ type: "text", text: completion.text }] };
+    open.sent.push(assistant);
+    const ids = completion.tokenIds ?? [];
+    if (ids.some((id) => conversation.isVisionToken(id))) return { kind: "stop", reason: "unusable", unusable: "sampled_vision_token" };
+    if (ids.length === 0) return { kind: "stop", reason: "empty_generation" };
+    return { kind: "reply", completion, assistant, at };
+  }
+
+  /** Release every conversation and return their records, in the order opened (idempotent). */
+  close(): EpisodeConversation[] {
+    this.closeOpen();
+    return this.closed;
+  }
+
+  /** The open conversation continued with the new messages, or a fresh one holding them all. */
+  private route(messages: readonly ChatMessage[]): OpenConversation {
+    const open = this.open;
+    if (open && open.replies > 0 && startsWith(messages, open.sent)) {
+      const fresh = messages.slice(open.sent.length);
+      open.conversation.addMessages(fresh);
+      open.sent.push(...fresh);
+      return open;
+    }
+    this.closeOpen();
+    const conversation = this.client.openConversation!();
+    const next: OpenConversation = { conversation, ordinal: this.opened++, sent: [...messages], replies: 0 };
+    conversation.addMessages(messages);
+    this.open = next;
+    return next;
+  }
+
+  private closeOpen(): void {
+    const open = this.open;
+    if (!open) return;
+    this.open = undefined;
+    open.conversation.release();
+    this.closed.push({ ordinal: open.ordinal, record: open.conversation.record(), endsWithSummary: false });
+  }
+}
+
+function startsWith(messages: readonly ChatMessage[], prefix: readonly ChatMessage[]): boolean {
+  return prefix.length <= messages.length && prefix.every((m, i) => messages[i] === m);
+}

@@ -1,0 +1,181 @@
+/**
+ * Collect a batch of rollouts: for each dataset item (an env spec with a seed), `n`
+ * episodes through a harness and the in-process engine, all of them at once so the
+ * engine batches their generations; then each episode's conversations into rows.
+ *
+ * The `n` episodes of one item form a group: they share its `uid` (GRPO's group) and
+ * are told apart by `trajIndex` (verl's traj_idx). An episode that cannot be trained on
+ * (unusable, or ended by a model or env error) is dropped and counted; it never fails the
+ * batch. A batch that gives no row at all does (VAGEN raises too: there is nothing to
+ * train on, and silently skipping the step would hide the cause).
+ *
+ * Training sampling (temperature, top_p) and validation sampling (greedy, one rollout)
+ * are two calls with different `sampling` and `n`; nothing here knows which is which.
+ */
+import { createEnv } from "../../envs/registry.ts";
+import type { Env } from "../../envs/_common/types.ts";
+import type { InferenceClient, SamplingParams } from "../clients/types.ts";
+import { blake2b } from "../core/blake2b.ts";
+import { VagenError } from "../core/errors.ts";
+import type { EpisodeRecord, Harness } from "../harness/types.ts";
+import { rowsFromEpisode, type DropReason, type RowBudgets } from "./rows.ts";
+import type { TrainingRow } from "./types.ts";
+
+/** One dataset item: an env instance (name or import path, its config) and the seed to reset it with. */
+export interface RolloutItem {
+  env: string;
+  config?: Record<string, unknown>;
+  seed: number;
+  /** The group id its rollouts share; default derived from the item's position and seed. */
+  uid?: string;
+  /** Directory an env import path is resolved against. */
+  baseDir?: string;
+  /** The env's image placeholder when it is not "<image>". */
+  imagePlaceholder?: string;
+}
+
+export interface CollectOptions {
+  /** A client that keeps token-level conversations (`engineClientFor(loaded)`). */
+  client: InferenceClient;
+  items: readonly RolloutItem[];
+  /** Rollouts per item (the group size). */
+  n: number;
+  harness: Harness;
+  sampling: SamplingParams;
+  maxTurns: number;
+  budgets?: RowBudgets;
+  /**
+   * Makes episodes reproducible: each episode samples with its own seed, derived from
+   * this one and the episode's identity, and its id is derived instead of random.
+   */
+  seed?: number;
+  /** Builds an episode's env (default: the env registry's `createEnv`). */
+  createEnv?: (item: RolloutItem) => Promise<Env>;
+  signal?: AbortSignal;
+  /** Called as each episode finishes (progress, dumps). */
+  onEpisode?: (episode: RolloutEpisode) => void;
+}
+
+export interface RolloutEpisode {
+  item: RolloutItem;
+  itemIndex: number;
+  uid: string;
+  episodeId: string;
+  trajIndex: number;
+  record: EpisodeRecord;
+  /** The episode's rows (empty when dropped). */
+  rows: TrainingRow[];
+  dropped?: DropReason;
+}
+
+export interface RolloutMetrics {
+  episodes: number;
+  rows: number;
+  /** Episodes dropped, by reason. */
+  dropped: Partial<Record<DropReason, number>>;
+  /** Episodes by how they ended (done, success, max_turns, no_room, ...). */
+  finishReasons: Record<string, number>;
+  /** Rows whose response was cut at the response budget. */
+  truncatedRows: number;
+  /** Mean of the kept episodes' total rewards, and their success rate. */
+  meanEpisodeReward: number;
+  successRate: number;
+  /** Mean model turns per kept episode, and sampled tokens per row. */
+  meanTurns: number;
+  meanResponseTokens: number;
+}
+
+export interface RolloutBatch {
+  /** Rows of every kept episode, grouped by item then rollout, in conversation order. */
+  rows: TrainingRow[];
+  episodes: RolloutEpisode[];
+  metrics: RolloutMetrics;
+}
+
+export async function collectRollouts(options: CollectOptions): Promise<RolloutBatch> {
+  const { client, items, n, harness } = options;
+  if (!client.openConversation) {
+    throw new VagenError(`${client.description}: rollouts need token-level conversations (the in-process engine client); this client only speaks messages`);
+  }
+  if (!Number.isInteger(n) || n < 1) throw new VagenError(`rollouts per item must be a positive integer, got ${n}`);
+  const makeEnv = options.createEnv ?? ((item: RolloutItem) => createEnv(item.env, item.config ?? {}, item.baseDir));
+
+  const jobs = items.flatMap((item, itemIndex) => {
+    const uid = item.uid ?? `${itemIndex}:${item.env}:${item.seed}`;
+    return Array.from({ length: n }, (_, trajIndex) => ({ item, itemIndex, uid, trajIndex }));
+  });
+  const episodes = await Promise.all(
+    jobs.map(async ({ item, itemIndex, uid, trajIndex }): Promise<RolloutEpisode> => {
+      const episodeId = options.seed === undefined ? randomEpisodeId() : derivedEpisodeId(item, itemIndex, trajIndex, options.seed);
+      const sampling = options.seed === undefined ? options.sampling : { ...options.sampling, seed: derivedSeed(episodeId) };
+      const env = await makeEnv(item);
+      let record: EpisodeRecord;
+      try {
+        record = await harness.runEpisode({
+          env,
+          client,
+          seed: item.seed,
+          maxTurns: options.maxTurns,
+          sampling,
+          imagePlaceholder: item.imagePlaceholder,
+          signal: options.signal,
+          limits: options.budgets,
+        });
+      } finally {
+        // A failing close must not cost the episode (or the batch) its rows.
+        await env.close().catch(() => undefined);
+      }
+      const built = rowsFromEpisode(record, { uid, episodeId, trajIndex, env: item.env, seed: item.seed }, options.budgets);
+      const episode: RolloutEpisode = { item, itemIndex, uid, episodeId, trajIndex, record, rows: built.rows, ...(built.dropped ? { dropped: built.dropped } : {}) };
+      options.onEpisode?.(episode);
+      return episode;
+    }),
+  );
+  const rows = episodes.flatMap((e) => e.rows);
+  if (rows.length === 0) {
+    const reasons = Object.entries(countBy(episodes.flatMap((e) => (e.dropped ? [e.dropped] : []))));
+    throw new VagenError(
+      `the rollout batch gave no training rows: all ${episodes.length} episode(s) were dropped (${reasons.map(([r, k]) => `${r}: ${k}`).join(", ") || "none had a sampled token"})`,
+    );
+  }
+  return { rows, episodes, metrics: rolloutMetrics(episodes) };
+}
+
+export function rolloutMetrics(episodes: readonly RolloutEpisode[]): RolloutMetrics {
+  const kept = episodes.filter((e) => e.dropped === undefined);
+  const rows = kept.flatMap((e) => e.rows);
+  const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+  return {
+    episodes: episodes.length,
+    rows: rows.length,
+    dropped: countBy(episodes.flatMap((e) => (e.dropped ? [e.dropped] : []))),
+    finishReasons: countBy(episodes.map((e) => e.record.finishReason)),
+    truncatedRows: rows.filter((r) => r.truncation !== "none").length,
+    meanEpisodeReward: mean(kept.map((e) => e.record.totalReward)),
+    successRate: mean(kept.map((e) => (e.rows[0]?.success ? 1 : 0))),
+    meanTurns: mean(kept.map((e) => e.record.turns.length)),
+    meanResponseTokens: mean(rows.map((r) => r.responseMask.reduce((a, b) => a + b, 0))),
+  };
+}
+
+function countBy<K extends string>(keys: readonly K[]): Partial<Record<K, number>> & Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const k of keys) out[k] = (out[k] ?? 0) + 1;
+  return out as Partial<Record<K, number>> & Record<string, number>;
+}
+
+function randomEpisodeId(): string {
+  return crypto.randomUUID().replaceAll("-", "");
+}
+
+/** VAGEN's deterministic episode id: "vagen-" + blake2b-128 of (env, seed, item index, traj index). */
+export function derivedEpisodeId(item: RolloutItem, itemIndex: number, trajIndex: number, rolloutSeed: number): string {
+  const digest = blake2b(new TextEncoder().encode(JSON.stringify([item.env, item.seed, itemIndex, trajIndex, rolloutSeed])), 16);
+  return `vagen-${Buffer.from(digest).toString("hex")}`;
+}
+
+/** An episode's sampling seed: the first 31 bits of its id's hash, so the `n` rollouts of a group differ. */
+function derivedSeed(episodeId: string): number {
+  const digest = blake2b(new TextEncoder().encode(episodeId), 4);
+  return new DataView(digest.buffer, digest.byteOffset, 4).getUint32(0) & 0x7fffffff;
+}
