@@ -158,7 +158,7 @@ export function Dashboard({ store, title, size, onQuit, onInterrupt, initialPane
       </Box>
       {asking && onInterrupt?.kind === "ask" ? (
         <Text color="yellow" bold wrap="truncate">
-          {onInterrupt.question} {onInterrupt.choices.map((c) => `[${c.key}] ${c.label}`).join("  ")} [esc] keep going
+          {`${onInterrupt.question} ${onInterrupt.choices.map((c) => `[${c.key}] ${c.label}`).join("  ")}  [esc] keep going`}
         </Text>
       ) : state.warnings.length > 0 ? (
         <WarningLine warnings={state.warnings} width={width} />
