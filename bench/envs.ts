@@ -26,13 +26,13 @@ for (const mode of ["text", "vision"]) {
     name: `Sokoban 6x6, 1 box, solution [1,5] (${mode})`,
     env: "Sokoban",
     config: { render_mode: mode, min_solution_steps: [1, 5] },
-    responses: moves.map((m) => `<observation>o</observation><think>t</think><answer>${m}</answer><prediction>p</prediction>`),
+    responses: moves.map((m) => `<perception>o</perception><reasoning>t</reasoning><prediction>p</prediction><answer>${m}</answer>`),
   });
   cases.push({
     name: `Sokoban 8x8, 2 boxes, no filter (${mode})`,
     env: "Sokoban",
     config: { render_mode: mode, dim_room: [8, 8], num_boxes: 2 },
-    responses: moves.map((m) => `<observation>o</observation><think>t</think><answer>${m}</answer><prediction>p</prediction>`),
+    responses: moves.map((m) => `<perception>o</perception><reasoning>t</reasoning><prediction>p</prediction><answer>${m}</answer>`),
   });
   cases.push({
     name: `FrozenLake 4x4 (${mode})`,

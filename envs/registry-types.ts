@@ -5,6 +5,7 @@
  */
 import type * as v from "valibot";
 import type { parseResponse } from "./_common/parsers.ts";
+import type { closedVocabularyParser, gridRelations } from "./_common/relation-parser.ts";
 import type { Rng } from "../src/core/rng.ts";
 import type { Env } from "./_common/types.ts";
 
@@ -39,4 +40,7 @@ export interface EnvKit {
   parseResponse: typeof parseResponse;
   /** The seeded generator the built-in envs use (same seed, same stream, everywhere). */
   Rng: typeof Rng;
+  /** For a state reward spec: main's closed-vocabulary reader and gold relations from a grid `info.state`. */
+  closedVocabularyParser: typeof closedVocabularyParser;
+  gridRelations: typeof gridRelations;
 }

@@ -14,10 +14,11 @@ import type { Env } from "./_common/types.ts";
 import { closestName, parseConfig } from "./_common/config.ts";
 import { BUILTIN_MODULES } from "./builtins.ts";
 import { parseResponse } from "./_common/parsers.ts";
+import { closedVocabularyParser, gridRelations } from "./_common/relation-parser.ts";
 import { Rng } from "../src/core/rng.ts";
 import { isEnvDefinition, type EnvDefinition, type EnvKit } from "./registry-types.ts";
 
-const ENV_KIT: EnvKit = { v, parseResponse, Rng };
+const ENV_KIT: EnvKit = { v, parseResponse, Rng, closedVocabularyParser, gridRelations };
 
 export type { EnvDefinition } from "./registry-types.ts";
 
