@@ -1,0 +1,127 @@
+/**
+ * Sampling log-probs against the training forward: sample replies with the engine, then
+ * run the family's differentiable training forward over prompt + sampled ids (laid out
+ * as the trainer lays out rows: prompts left-padded to one width, replies right-padded)
+ * and recompute each sampled token's log-prob. Where the two agree, a PPO ratio starts
+ * at 1. Shared by the CPU test (test/engine) and the CUDA test (test/gpu).
+ */
+import { join } from "node:path";
+import type { ChatMessage } from "../../src/core/chat.ts";
+import type { LoadedEngine } from "../../src/engine/load.ts";
+import type { GenerationResult, Prompt } from "../../src/engine/types.ts";
+import { readPng } from "../../src/models/image-io.ts";
+import * as torch from "../../src/torch/index.ts";
+import { refsJson } from "../models/fixture.ts";
+
+interface RefCase {
+  messages: { role: ChatMessage["role"]; content: string | { type: string; text?: string }[] }[];
+  image_keys?: string[];
+}
+
+/** A reference case's messages in the client seam's form (images as pixels). */
+export function fixtureMessages(dir: string, name: string): ChatMessage[] {
+  const refs = refsJson(dir) as unknown as { cases: Record<string, RefCase>; images: Record<string, { file: string }> };
+  const c = refs.cases[name];
+  if (!c) throw new Error(`${dir}: no reference case "${name}"`);
+  const keys = [...(c.image_keys ?? [])];
+  return c.messages.map((m) => ({
+    role: m.role,
+    content:
+      typeof m.content === "string"
+        ? [{ type: "text" as const, text: m.content }]
+        : m.content.map((p) =>
+            p.type === "image"
+              ? { type: "image" as const, image: readPng(join(dir, refs.images[keys.shift()!]!.file)) }
+              : { type: "text" as const, text: p.text! },
+          ),
+  }));
+}
+
+export const textMessages = (text: string): ChatMessage[] => [{ role: "user", content: [{ type: "text", text }] }];
+
+export interface LogprobComparison {
+  /** Per prompt: the engine's sampled ids and log-probs. */
+  results: GenerationResult[];
+  /** Per prompt: the training forward's log-prob of each sampled id. */
+  recomputed: number[][];
+  /** max |engine - training| over every sampled token. */
+  maxAbsDiff: number;
+  /** mean |engine - training| over every sampled token. */
+  meanAbsDiff: number;
+  /** Sum of |gradient| of the first layer's q projection after backward of the recomputed log-probs. */
+  gradNorm: number;
+}
+
+export interface CompareOptions {
+  temperature: number;
+  maxNewTokens: number;
+  /** Math attention in the training forward (as the engine's `attention: math`). */
+  mathAttention?: boolean;
+}
+
+/**
+ * Samples one reply per prompt (all in flight together, so the engine batches them),
+ * then recomputes their log-probs in one padded training forward with gradients.
+ */
+export async function compareLogprobs(loaded: LoadedEngine, messages: readonly ChatMessage[][], opts: CompareOptions): Promise<LogprobComparison> {
+  const { engine, model } = loaded;
+  const prompts: Prompt[] = messages.map((m) => model.buildPrompt(m));
+  const results = await Promise.all(
+    prompts.map((prompt, i) => engine.generate({ prompt, sampling: { temperature: opts.temperature, maxNewTokens: opts.maxNewTokens, seed: 100 + i } })),
+  );
+
+  // The trainer's layout: prompt left-padded to P, reply right-padded to R.
+  const P = Math.max(...prompts.map((p) => p.tokenIds.length));
+  const R = Math.max(...results.map((r) => r.tokenIds.length));
+  const pad = model.eosTokenIds[0] ?? 0;
+  const inputIds = prompts.map((p, b) => [
+    ...new Array<number>(P - p.tokenIds.length).fill(pad),
+    ...p.tokenIds,
+    ...results[b]!.tokenIds,
+    ...new Array<number>(R - results[b]!.tokenIds.length).fill(pad),
+  ]);
+  const attentionMask = prompts.map((p, b) => [
+    ...new Array<number>(P - p.tokenIds.length).fill(0),
+    ...new Array<number>(p.tokenIds.length + results[b]!.tokenIds.length).fill(1),
+    ...new Array<number>(R - results[b]!.tokenIds.length).fill(0),
+  ]);
+  const targets = torch.tensor(
+    Float64Array.from(results.flatMap((r) => [...r.tokenIds, ...new Array<number>(R - r.tokenIds.length).fill(pad)])),
+    [prompts.length, R, 1],
+    { dtype: "i64", device: model.device },
+  );
+
+  // The training path: gradients on, so the decoder runs the unpacked projections a
+  // trainer differentiates through, and a weight marked requiresGrad gets a gradient.
+  const probe = model.weights.get("model.layers.0.self_attn.q_proj.weight")!;
+  probe.requiresGrad_(true);
+  try {
+    const { logprobs, gradNorm } = torch.enableGrad(() =>
+      torch.tidy(() => {
+        const hidden = model.forwardForTraining({ inputIds, attentionMask, images: prompts.map((p) => p.images.map((i) => i.image)) }, { mathAttention: opts.mathAttention });
+        // Column P - 1 + j predicts reply token j.
+        const logits = model.logits(hidden.narrow(1, P - 1, R)).float();
+        const lp = logits.div(opts.temperature).logSoftmax(-1).gather(2, targets).squeeze(2); // (B, R)
+        const mask = torch.tensor(Float32Array.from(results.flatMap((r) => Array.from({ length: R }, (_, j) => (j < r.tokenIds.length ? 1 : 0)))), [prompts.length, R], {
+          device: model.device,
+        });
+        lp.mul(mask).sum().backward();
+        return { logprobs: lp.detach().toFloat32Array(), gradNorm: probe.grad!.abs().sum().item() };
+      }),
+    );
+    const recomputed = results.map((r, b) => Array.from(logprobs.subarray(b * R, b * R + r.tokenIds.length)));
+    const diffs = results.flatMap((r, b) => r.logprobs.map((lp, j) => Math.abs(lp - recomputed[b]![j]!)));
+    return {
+      results,
+      recomputed,
+      maxAbsDiff: Math.max(...diffs),
+      meanAbsDiff: diffs.reduce((a, d) => a + d, 0) / diffs.length,
+      gradNorm,
+    };
+  } finally {
+    targets.dispose();
+    probe.grad?.dispose();
+    probe.grad = undefined;
+    probe.requiresGrad_(false);
+  }
+}
