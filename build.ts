@@ -1,48 +1,44 @@
 #!/usr/bin/env bun
 /**
  * Builds vagen: the libtorch shim (ffi/*.cpp -> build/libvagen_torch.so) and the single
- * binary (dist/vagen, with the shim embedded). Only what changed is rebuilt.
+ * binary (dist/vagen), which carries the shim prebuilt for each libtorch it was built
+ * against plus the shim's sources, to compile one on first use for any other libtorch.
+ * Only what changed is rebuilt.
  *
  *   bun build.ts               shim + binary
  *   bun build.ts --shim-only   just the shim (what `bun test` needs)
  *   bun build.ts --force       rebuild everything
+ *   bun build.ts --release     shim + binary + dist/vagen.sha256, for a download
  *
- * libtorch is looked for in this order:
- *   1. $LIBTORCH                      a libtorch directory (include/ and lib/)
- *   2. the torch package of python3   pip torch, with CUDA when it has it; the CUDA
- *                                     headers come from $CUDA_HOME or /usr/local/cuda
- *   3. /usr                           Debian's libtorch-dev
+ * libtorch is found as the binary finds it at run time (src/shim/libtorch.ts: $LIBTORCH,
+ * python3's torch package, Debian's /usr, ~/.cache/vagen/libtorch), and compiled for by
+ * the same code (src/shim/compile.ts). With a CUDA libtorch and nvcc (from $CUDA_HOME,
+ * /usr/local/cuda or PATH), ffi/*.cu adds vagen's fused kernels (static CUDA runtime);
+ * VAGEN_CUDA_KERNELS=0 leaves them out and VAGEN_CUDA_ARCHS picks the GPU architectures
+ * (default "80;90").
  *
- * With a CUDA libtorch and nvcc (from $CUDA_HOME, /usr/local/cuda or PATH), ffi/*.cu adds
- * vagen's fused kernels (static CUDA runtime, so nothing else needs to be found at load
- * time); VAGEN_CUDA_KERNELS=0 leaves them out and VAGEN_CUDA_ARCHS picks the GPU
- * architectures (default "80;90").
+ * Each shim built here is also kept in build/shims/<key>/ (key: libtorch version, C++
+ * ABI, CUDA flavour) with a meta.json; the binary carries every one there that was built
+ * from the current ffi/ sources and ABI version. So a shim built on another machine (a
+ * CUDA one, say) rides along when its folder is copied into build/shims/ before
+ * `bun build.ts`.
  */
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { cpus } from "node:os";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { ShimAbiError, syncShimBindings } from "./scripts/shim-bindings.ts";
+import { buildShim as compileShim, hashSources, isShimSource, planShimBuild } from "./src/shim/compile.ts";
+import { ShimError } from "./src/shim/errors.ts";
+import { parseShimMeta, shimKey, type ShimMeta } from "./src/shim/key.ts";
+import { describe, findLibtorch, type Libtorch } from "./src/shim/libtorch.ts";
 
 const ROOT = import.meta.dir;
 const BUILD = join(ROOT, "build");
-const OBJ = join(BUILD, "obj");
+const FFI = join(ROOT, "ffi");
 const SHIM = join(BUILD, "libvagen_torch.so");
+const SHIMS = join(BUILD, "shims");
+const EMBEDDED = join(BUILD, "embedded.ts");
 const BINARY = join(ROOT, "dist", "vagen");
-
-export interface Libtorch {
-  /** How it was found: "LIBTORCH", "python3" or "debian". */
-  origin: string;
-  root: string;
-  includeDirs: string[];
-  libDir: string;
-  version: string;
-  cxx11Abi: boolean;
-  cuda: boolean;
-  cudaInclude?: string;
-  /** nvcc of the CUDA toolkit, when the fused kernels are built. */
-  nvcc?: string;
-}
 
 function log(msg: string): void {
   process.stderr.write(`[build] ${msg}\n`);
@@ -53,241 +49,98 @@ function fail(msg: string, hint?: string): never {
   process.exit(1);
 }
 
-function run(cmd: string[], opts: { quiet?: boolean } = {}): { ok: boolean; out: string; err: string } {
-  const p = Bun.spawnSync(cmd, { stdout: "pipe", stderr: "pipe" });
-  const out = p.stdout.toString();
-  const err = p.stderr.toString();
-  if (!opts.quiet && !p.success) process.stderr.write(err);
-  return { ok: p.success, out, err };
-}
-
-/** TORCH_VERSION from the headers (torch/version.h sits in different places per layout). */
-function headerVersion(includeDirs: string[]): string | undefined {
-  for (const dir of includeDirs) {
-    const f = join(dir, "torch", "version.h");
-    if (!existsSync(f)) continue;
-    const text = readFileSync(f, "utf8");
-    const part = (name: string) => text.match(new RegExp(`#define TORCH_VERSION_${name}\\s+(\\d+)`))?.[1];
-    const [major, minor, patch] = [part("MAJOR"), part("MINOR"), part("PATCH")];
-    if (major && minor) return `${major}.${minor}.${patch ?? 0}`;
-  }
-  return undefined;
-}
-
-function fromDirectory(root: string, origin: string): Libtorch | undefined {
-  const includeDirs = [join(root, "include"), join(root, "include", "torch", "csrc", "api", "include")];
-  const libDir = join(root, "lib");
-  if (!existsSync(join(includeDirs[0]!, "ATen", "ATen.h")) || !existsSync(join(libDir, "libtorch_cpu.so"))) return undefined;
-  const cuda = existsSync(join(libDir, "libtorch_cuda.so"));
-  const cudaInclude = cuda ? findCudaInclude() : undefined;
-  // libtorch archives ship either ABI; the cmake config records which one.
-  const cmake = join(root, "share", "cmake", "Torch", "TorchConfig.cmake");
-  const cxx11Abi = existsSync(cmake) ? !readFileSync(cmake, "utf8").includes("_GLIBCXX_USE_CXX11_ABI=0") : true;
-  const nvcc = cudaInclude ? findNvcc(cudaInclude) : undefined;
-  return { origin, root, includeDirs, libDir, version: headerVersion(includeDirs) ?? "unknown", cxx11Abi, cuda, cudaInclude, nvcc };
-}
-
-/** nvcc next to the CUDA headers, else on PATH; undefined when the kernels are not wanted. */
-function findNvcc(cudaInclude: string): string | undefined {
-  if (process.env.VAGEN_CUDA_KERNELS === "0") return undefined;
-  const beside = join(cudaInclude, "..", "bin", "nvcc");
-  if (existsSync(beside)) return beside;
-  return Bun.which("nvcc") ?? undefined;
-}
-
-function findCudaInclude(): string | undefined {
-  for (const base of [process.env.CUDA_HOME, process.env.CUDA_PATH, "/usr/local/cuda"]) {
-    if (base && existsSync(join(base, "include", "cuda_runtime_api.h"))) return join(base, "include");
-  }
-  return undefined;
-}
-
-function fromPython(): Libtorch | undefined {
-  const probe = run(
-    [
-      "python3",
-      "-c",
-      "import json, os, torch; print(json.dumps({'root': os.path.dirname(torch.__file__), 'version': torch.__version__, 'abi': bool(torch._C._GLIBCXX_USE_CXX11_ABI), 'cuda': torch.version.cuda}))",
-    ],
-    { quiet: true },
-  );
-  if (!probe.ok) return undefined;
-  const info = JSON.parse(probe.out.trim().split("\n").pop()!) as { root: string; version: string; abi: boolean; cuda: string | null };
-  const found = fromDirectory(info.root, "python3");
-  if (!found) return undefined;
-  found.version = info.version;
-  found.cxx11Abi = info.abi;
-  found.cuda = info.cuda !== null && found.cuda;
-  if (!found.cuda) found.nvcc = undefined;
-  if (found.cuda && !found.cudaInclude) {
-    fail(
-      `python3's torch ${info.version} has CUDA ${info.cuda}, but the CUDA headers were not found`,
-      "set CUDA_HOME to the CUDA toolkit (the directory with include/cuda_runtime_api.h)",
-    );
-  }
-  return found;
-}
-
-function fromDebian(): Libtorch | undefined {
-  const libDir = "/usr/lib/x86_64-linux-gnu";
-  const includeDirs = ["/usr/include", "/usr/include/torch/csrc/api/include"];
-  if (!existsSync("/usr/include/ATen/ATen.h") || !existsSync(join(libDir, "libtorch_cpu.so"))) return undefined;
-  return { origin: "debian", root: "/usr", includeDirs, libDir, version: headerVersion(includeDirs) ?? "unknown", cxx11Abi: true, cuda: false };
-}
-
-export function findLibtorch(): Libtorch {
-  const env = process.env.LIBTORCH;
-  if (env) {
-    const found = fromDirectory(env, "LIBTORCH");
-    if (!found) fail(`LIBTORCH=${env} is not a libtorch directory (expected include/ATen/ATen.h and lib/libtorch_cpu.so)`);
-    return found;
-  }
-  const found = fromPython() ?? fromDebian();
-  if (!found) {
-    fail(
-      "libtorch not found (looked at $LIBTORCH, python3's torch package and /usr)",
-      "install it: apt-get install libtorch-dev libopenblas0-pthread   (or set LIBTORCH=/path/to/libtorch)",
-    );
-  }
-  return found;
-}
-
-function sha(...parts: (string | Uint8Array)[]): string {
-  const h = createHash("sha256");
-  for (const p of parts) h.update(p);
-  return h.digest("hex").slice(0, 16);
-}
-
-function compileFlags(lt: Libtorch): string[] {
-  const flags = [
-    "-std=c++17",
-    "-O2",
-    "-fPIC",
-    "-DNDEBUG",
-    `-D_GLIBCXX_USE_CXX11_ABI=${lt.cxx11Abi ? 1 : 0}`,
-    `-DVAGEN_LIBTORCH_ORIGIN="${lt.origin}"`,
-    `-DVAGEN_LIBTORCH_ROOT="${lt.root}"`,
-    "-Wno-deprecated-declarations",
-    "-Wno-unused-parameter",
-    ...lt.includeDirs.map((d) => `-I${d}`),
-    `-I${join(ROOT, "ffi")}`,
-  ];
-  if (lt.cuda) flags.push("-DVAGEN_WITH_CUDA=1", `-I${lt.cudaInclude}`);
-  if (lt.nvcc) flags.push("-DVAGEN_WITH_CUDA_KERNELS=1");
-  return flags;
-}
-
-/** nvcc flags for ffi/*.cu: standalone CUDA (no libtorch headers), position independent. */
-function cudaFlags(): string[] {
-  const archs = (process.env.VAGEN_CUDA_ARCHS ?? "80;90").split(/[;,]/).filter(Boolean);
-  const last = archs[archs.length - 1]!;
-  return [
-    "-std=c++17",
-    "-O3",
-    "-Xcompiler=-fPIC",
-    "-DNDEBUG",
-    ...archs.map((a) => `-gencode=arch=compute_${a},code=sm_${a}`),
-    // PTX of the newest architecture, so later GPUs compile the kernels at load time.
-    `-gencode=arch=compute_${last},code=compute_${last}`,
-    `-I${join(ROOT, "ffi")}`,
-  ];
-}
-
-function linkFlags(lt: Libtorch): string[] {
-  const libs = ["-ltorch_cpu", "-lc10"];
-  // --no-as-needed: nothing in the shim may reference libtorch_cuda directly, but it
-  // must still be loaded so the CUDA kernels register with the dispatcher.
-  if (lt.cuda) libs.push("-Wl,--no-as-needed", "-ltorch_cuda", "-lc10_cuda", "-ltorch", "-Wl,--as-needed");
-  // The static CUDA runtime's symbols stay private to the shim (--exclude-libs), so they
-  // never interpose on libtorch's own libcudart.
-  const kernels = lt.nvcc
-    ? [`-L${join(lt.cudaInclude!, "..", "lib64")}`, "-Wl,--exclude-libs,libcudart_static.a", "-lcudart_static", "-ldl", "-lrt", "-lpthread"]
-    : [];
-  return [`-L${lt.libDir}`, `-Wl,-rpath,${lt.libDir}`, ...libs, ...kernels];
-}
-
-function objectName(src: string): string {
-  return relative(join(ROOT, "ffi"), src).replace(/[\\/]/g, "_").replace(/\.(cpp|cu)$/, (ext) => (ext === ".cu" ? "_cu" : ""));
-}
-
-/** compiler: the C++ compiler (with its flags) or nvcc (with its flags), ending before -c. */
-async function compileObject(src: string, compiler: string[], headerHash: string): Promise<{ obj: string; rebuilt: boolean }> {
-  const obj = join(OBJ, `${objectName(src)}.o`);
-  const stamp = `${obj}.hash`;
-  const hash = sha(readFileSync(src), headerHash, compiler.join(" "));
-  if (existsSync(obj) && existsSync(stamp) && readFileSync(stamp, "utf8") === hash) return { obj, rebuilt: false };
-  const started = performance.now();
-  const proc = Bun.spawn([...compiler, "-c", src, "-o", `${obj}.tmp`], { stdout: "inherit", stderr: "pipe" });
-  const err = await new Response(proc.stderr).text();
-  if ((await proc.exited) !== 0) {
-    process.stderr.write(err);
-    fail(`compiling ${relative(ROOT, src)} failed`);
-  }
-  renameSync(`${obj}.tmp`, obj);
-  writeFileSync(stamp, hash);
-  log(`compiled ${relative(ROOT, src)} (${((performance.now() - started) / 1000).toFixed(1)} s)`);
-  return { obj, rebuilt: true };
-}
-
-/** Run `tasks` with at most `limit` in flight. */
-async function pool<T>(tasks: (() => Promise<T>)[], limit: number): Promise<T[]> {
-  const results: T[] = new Array(tasks.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < tasks.length) {
-      const i = next++;
-      results[i] = await tasks[i]!();
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, worker));
-  return results;
-}
-
 /**
  * Regenerates src/torch's symbol table and op codes from ffi/ when they are stale, and
  * stops the build on an unguarded entry point or an ABI change without a version bump.
  */
-function syncBindings(): void {
+function syncBindings(): number {
   try {
     const { abi, stale } = syncShimBindings();
     if (stale.length > 0) log(`regenerated ${stale.join(", ")} from ffi/ (ABI version ${abi.version})`);
+    return abi.version;
   } catch (err) {
     if (err instanceof ShimAbiError) fail(err.message);
     throw err;
   }
 }
 
-export async function buildShim(force = false): Promise<Libtorch> {
-  syncBindings();
-  const lt = findLibtorch();
-  log(`libtorch ${lt.version} from ${lt.origin} (${lt.root})${lt.cuda ? " with CUDA" : ", CPU only"}`);
-  mkdirSync(OBJ, { recursive: true });
-  const ffiDir = join(ROOT, "ffi");
-  const files = readdirSync(ffiDir).sort();
-  const cppSources = files.filter((f) => f.endsWith(".cpp")).map((f) => join(ffiDir, f));
-  if (cppSources.length === 0) fail("ffi/ has no .cpp files");
-  const cuSources = lt.nvcc ? files.filter((f) => f.endsWith(".cu")).map((f) => join(ffiDir, f)) : [];
-  if (lt.cuda) log(lt.nvcc ? `fused CUDA kernels with ${lt.nvcc}` : "no nvcc found (or VAGEN_CUDA_KERNELS=0): building without the fused CUDA kernels");
-  const headerHash = sha(...files.filter((f) => /\.(h|hpp|inc)$/.test(f)).map((f) => readFileSync(join(ffiDir, f))));
-  const cxx = [process.env.CXX ?? "g++", ...compileFlags(lt)];
-  const nvcc = lt.nvcc ? [lt.nvcc, ...cudaFlags()] : [];
-  const sources = [...cuSources, ...cppSources];
-  if (force) for (const s of sources) writeFileSync(join(OBJ, `${objectName(s)}.o.hash`), "");
-  const jobs = Math.max(1, Number(process.env.VAGEN_BUILD_JOBS) || cpus().length);
-  const objects = await pool(sources.map((s) => () => compileObject(s, s.endsWith(".cu") ? nvcc : cxx, headerHash)), jobs);
-  const linkStamp = `${SHIM}.hash`;
-  const linkHash = sha(objects.map((o) => readFileSync(`${o.obj}.hash`, "utf8")).join(","), linkFlags(lt).join(" "));
-  const anyRebuilt = objects.some((o) => o.rebuilt);
-  if (!anyRebuilt && existsSync(SHIM) && existsSync(linkStamp) && readFileSync(linkStamp, "utf8") === linkHash) {
-    log("shim up to date");
-    return lt;
+/** src/shim's errors end the build with their message and hint. */
+function orFail<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (err) {
+    if (err instanceof ShimError) fail(err.message, err.hint);
+    throw err;
   }
-  const link = run([cxx[0]!, "-shared", "-o", `${SHIM}.tmp`, ...objects.map((o) => o.obj), ...linkFlags(lt)]);
-  if (!link.ok) fail("linking the shim failed");
-  renameSync(`${SHIM}.tmp`, SHIM);
-  writeFileSync(linkStamp, linkHash);
-  log(`linked ${relative(ROOT, SHIM)} (${(statSync(SHIM).size / 1024).toFixed(0)} KiB)`);
+}
+
+export async function buildShim(force = false): Promise<Libtorch> {
+  const abiVersion = syncBindings();
+  const lt = orFail(findLibtorch);
+  log(describe(lt));
+  const plan = orFail(() => planShimBuild(lt, FFI));
+  if (lt.cuda) log(plan.toolchain.nvcc ? `fused CUDA kernels with ${plan.toolchain.nvcc}` : "no nvcc found (or VAGEN_CUDA_KERNELS=0): building without the fused CUDA kernels");
+  const result = orFail(() => compileShim(plan, { objDir: join(BUILD, "obj"), output: SHIM, force, progressPrefix: "[build]" }));
+  if (!result.rebuilt) log("shim up to date");
+  // Kept by key too, so the binary can carry it next to shims built elsewhere.
+  const key = shimKey(lt);
+  const meta: ShimMeta = {
+    key,
+    abiVersion,
+    sourcesHash: plan.sourcesHash,
+    buildHash: plan.buildHash,
+    fusedKernels: plan.toolchain.nvcc !== undefined,
+    libtorch: { version: lt.version, cxx11Abi: lt.cxx11Abi, cuda: lt.cuda, origin: lt.origin },
+  };
+  const dir = join(SHIMS, key);
+  mkdirSync(dir, { recursive: true });
+  copyFileSync(SHIM, join(dir, "libvagen_torch.so"));
+  writeFileSync(join(dir, "meta.json"), `${JSON.stringify(meta, null, 2)}\n`);
+  writeEmbedded(abiVersion);
   return lt;
+}
+
+/** The prebuilt shims in build/shims/ built from the current sources and ABI; the others are named and left out. */
+function carriedShims(abiVersion: number): (ShimMeta & { file: string })[] {
+  if (!existsSync(SHIMS)) return [];
+  const sourcesHash = hashSources(FFI);
+  const carried: (ShimMeta & { file: string })[] = [];
+  for (const key of readdirSync(SHIMS).sort()) {
+    const file = join(SHIMS, key, "libvagen_torch.so");
+    const metaFile = join(SHIMS, key, "meta.json");
+    const meta = existsSync(metaFile) && existsSync(file) ? parseShimMeta(readFileSync(metaFile, "utf8")) : undefined;
+    if (!meta) log(`build/shims/${key}: no libvagen_torch.so with a valid meta.json, left out`);
+    else if (meta.abiVersion !== abiVersion || meta.sourcesHash !== sourcesHash) log(`build/shims/${key}: built from other ffi/ sources, left out (rebuild it on its machine)`);
+    else carried.push({ ...meta, file });
+  }
+  return carried;
+}
+
+/**
+ * build/embedded.ts: what the binary carries, as file imports (so `bun build --compile`
+ * embeds them): the prebuilt shims with their meta, and ffi/'s sources as text.
+ */
+function writeEmbedded(abiVersion: number): void {
+  const shims = carriedShims(abiVersion);
+  const sources = readdirSync(FFI).filter(isShimSource).sort();
+  const lines = [
+    "// Generated by build.ts: the prebuilt shims and the shim sources dist/vagen carries.",
+    "// @ts-nocheck: file and text imports",
+    ...shims.map((s, i) => `import shim${i} from ${JSON.stringify(`./${relative(BUILD, s.file)}`)} with { type: "file" };`),
+    ...sources.map((f, i) => `import source${i} from ${JSON.stringify(`../ffi/${f}`)} with { type: "text" };`),
+    "",
+    "export const prebuilt = [",
+    ...shims.map(({ file: _, ...meta }, i) => `  { ...${JSON.stringify(meta)}, path: shim${i} },`),
+    "];",
+    "",
+    "export const sources = {",
+    ...sources.map((f, i) => `  ${JSON.stringify(f)}: source${i},`),
+    "};",
+    "",
+  ];
+  const text = lines.join("\n");
+  if (!existsSync(EMBEDDED) || readFileSync(EMBEDDED, "utf8") !== text) writeFileSync(EMBEDDED, text);
+  log(`the binary carries ${shims.length} prebuilt shim(s)${shims.length ? ` (${shims.map((s) => s.key).join(", ")})` : ""} and ${sources.length} source files`);
 }
 
 /** Every file that goes into the binary, hashed, so an unchanged tree skips the compile. */
@@ -303,9 +156,10 @@ function binaryInputsHash(): string {
       }
     }
   };
-  for (const dir of ["src", "envs", "configs"]) if (existsSync(join(ROOT, dir))) walk(join(ROOT, dir));
+  // ffi/ and build/shims/: the binary carries the sources and the prebuilt shims.
+  for (const dir of ["src", "envs", "configs", "ffi", "build/shims"]) if (existsSync(join(ROOT, dir))) walk(join(ROOT, dir));
   // build.ts itself: a change to the bundler options (minify, source maps) rebuilds too.
-  for (const f of ["package.json", "bun.lock", "build/libvagen_torch.so", "build.ts"]) if (existsSync(join(ROOT, f))) h.update(readFileSync(join(ROOT, f)));
+  for (const f of ["package.json", "bun.lock", "build/embedded.ts", "build.ts"]) if (existsSync(join(ROOT, f))) h.update(readFileSync(join(ROOT, f)));
   return h.digest("hex").slice(0, 16);
 }
 
@@ -336,9 +190,24 @@ export async function buildBinary(force = false): Promise<void> {
   log(`wrote dist/vagen (${(statSync(BINARY).size / 2 ** 20).toFixed(0)} MiB, ${((performance.now() - started) / 1000).toFixed(1)} s)`);
 }
 
+/**
+ * dist/vagen.sha256, in sha256sum's format, so a download is checked with
+ * `sha256sum -c vagen.sha256` next to the binary.
+ */
+export function writeChecksum(): string {
+  const digest = createHash("sha256").update(readFileSync(BINARY)).digest("hex");
+  const file = `${BINARY}.sha256`;
+  writeFileSync(file, `${digest}  vagen\n`);
+  log(`wrote dist/vagen.sha256 (${digest})`);
+  return file;
+}
+
 if (import.meta.main) {
   const args = new Set(process.argv.slice(2));
+  const known = new Set(["--force", "--shim-only", "--release"]);
+  for (const a of args) if (!known.has(a)) fail(`unknown option ${a}`, `expected one of ${[...known].join(", ")}`);
   const force = args.has("--force");
   await buildShim(force);
   if (!args.has("--shim-only")) await buildBinary(force);
+  if (args.has("--release")) writeChecksum();
 }

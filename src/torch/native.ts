@@ -1,5 +1,6 @@
 /**
- * Loading the libtorch shim (build/libvagen_torch.so) through bun:ffi.
+ * Loading the libtorch shim through bun:ffi. Which shim (one the binary carries, one
+ * compiled earlier into the cache, or one compiled now) is src/shim's choice.
  *
  * Calling convention (see ffi/shim.h): every entry returns 0 on success and writes its
  * results into a Float64Array (`OUT`), one pointer-sized slot per result. Handles are
@@ -13,7 +14,9 @@
  * published op lists must equal the generated ones; any other shim is refused.
  */
 import { dlopen, ptr, type Pointer } from "bun:ffi";
-import { existsSync } from "node:fs";
+import { chooseShim, type ShimChoice } from "../shim/choose.ts";
+import { ShimError } from "../shim/errors.ts";
+import { preloadLibtorch } from "../shim/preload.ts";
 import { TorchError, TorchUnavailableError } from "./errors.ts";
 import { ABI_VERSION, SYMBOLS } from "./native-symbols.ts";
 import { OP_GROUPS, OPS } from "./opcodes.ts";
@@ -51,12 +54,21 @@ export let S: Shim = undefined as unknown as Shim;
 /** Op codes by group and name, generated from ffi/ops.cpp and checked against the shim at load. */
 export { OPS };
 
-let loadedPath: string | undefined;
+let loadedChoice: ShimChoice | undefined;
 let loadFailure: TorchUnavailableError | undefined;
 
 export interface TorchInfo {
   /** Path of the loaded shim library. */
   shim: string;
+  /** Where the shim came from: carried by the binary, compiled earlier, compiled now, or VAGEN_TORCH_SHIM. */
+  shimSource: ShimChoice["source"];
+  /** Why that shim, in words. */
+  shimReason: string;
+  /** The libtorch build it is for ("torch2.11.0+cu130-cxx11-cuda13.0"); undefined for VAGEN_TORCH_SHIM. */
+  shimKey?: string;
+  /** Where libtorch was found ("python3", "debian" ...) and its directory; undefined for VAGEN_TORCH_SHIM. */
+  libtorchOrigin?: string;
+  libtorchRoot?: string;
   /** libtorch version the shim was built against (TORCH_VERSION). */
   torchVersion: string;
   /** Whether the shim was compiled with CUDA support. */
@@ -71,47 +83,66 @@ export interface TorchInfo {
   fusedKernels: boolean;
 }
 
-function resolveShimPath(): string {
-  const override = process.env.VAGEN_TORCH_SHIM;
-  if (override) {
-    if (!existsSync(override)) {
-      throw new TorchUnavailableError(
-        `VAGEN_TORCH_SHIM points to ${override}, which does not exist`,
-        "unset VAGEN_TORCH_SHIM, or point it at a built libvagen_torch.so",
-      );
-    }
-    return override;
-  }
+/** The shim's progress lines while it is compiled on first use go to stderr with this prefix. */
+const PROGRESS = "[vagen]";
+
+/** Picks the shim (compiling it on first use), as a TorchUnavailableError when that fails. */
+function choose(rebuild: boolean): ShimChoice {
   try {
-    // Lazily required: the asset import fails when the shim has not been built.
-    return require("./shim-path.ts").default as string;
+    return chooseShim({ abiVersion: ABI_VERSION, rebuild, progressPrefix: PROGRESS });
   } catch (err) {
-    throw new TorchUnavailableError(
-      `the libtorch shim (build/libvagen_torch.so) has not been built: ${(err as Error).message}`,
-      "run `bun run build` (or `bun build.ts --shim-only`); it needs libtorch: apt-get install libtorch-dev",
-    );
+    if (err instanceof ShimError) throw new TorchUnavailableError(err.message, err.hint ?? rebuildHint());
+    throw err;
+  }
+}
+
+/**
+ * Opens the chosen shim: libtorch's own libraries first (so the shim finds them wherever
+ * they are), then the ABI version through a table of one symbol (a stale shim must be
+ * refused before its other symbols are looked up or, worse, called), then the rest.
+ */
+function openChecked(choice: ShimChoice): ReturnType<typeof open> {
+  if (choice.libtorch) {
+    try {
+      preloadLibtorch(choice.libtorch);
+    } catch (err) {
+      if (err instanceof ShimError) throw new TorchUnavailableError(err.message, err.hint ?? rebuildHint());
+      throw err;
+    }
+  }
+  const probe = openAbiProbe(choice.path);
+  try {
+    checkAbiVersion(choice.path, probe.symbols.vt_abi_version());
+    try {
+      return open(choice.path);
+    } catch (err) {
+      throw new TorchUnavailableError(`cannot load the libtorch shim ${choice.path}: ${(err as Error).message}`, rebuildHint());
+    }
+  } finally {
+    probe.close();
   }
 }
 
 /** Loads the shim once. Throws TorchUnavailableError (with a fix-it hint) on failure. */
 export function loadTorch(): Shim {
-  if (loadedPath !== undefined) return S;
+  if (loadedChoice !== undefined) return S;
   if (loadFailure) throw loadFailure;
   try {
-    const path = resolveShimPath();
-    // The version first, through a table of one symbol: a stale shim must be refused
-    // before its other symbols are looked up (or, worse, called with other signatures).
-    const probe = openAbiProbe(path);
-    checkAbiVersion(path, probe.symbols.vt_abi_version());
+    let choice = choose(false);
     let lib: ReturnType<typeof open>;
     try {
-      lib = open(path);
+      lib = openChecked(choice);
     } catch (err) {
-      throw new TorchUnavailableError(`cannot load the libtorch shim ${path}: ${(err as Error).message}`, rebuildHint());
+      // A carried or cached shim that does not load (a stale ABI, a truncated file, a
+      // libtorch that changed under it) is compiled again; one compiled just now, or
+      // named by VAGEN_TORCH_SHIM, is what the user gets.
+      if (!(err instanceof TorchUnavailableError) || choice.source === "override" || choice.source === "built") throw err;
+      process.stderr.write(`${PROGRESS} the ${choice.source} shim ${choice.path} does not load (${err.message}); compiling it again\n`);
+      choice = choose(true);
+      lib = openChecked(choice);
     }
-    probe.close();
     S = lib.symbols as unknown as Shim;
-    checkOpTable(path, String(S.vt_op_table()));
+    checkOpTable(choice.path, String(S.vt_op_table()));
     // cuDNN crashes inside the process on CUDA (torch 2.11 + cu130 on an H200): its
     // attention engines (bf16) and its convolutions (every dtype, from the first call)
     // call through a null function pointer, while the same calls work from Python. So
@@ -120,7 +151,7 @@ export function loadTorch(): Shim {
     // and F.sdpBackends({ cudnn: true }) turn it back on. No effect on CPU builds.
     check(S.vt_sdp_backends(-1, -1, 0, -1, OUT_PTR));
     if (S.vt_has_cuda_build() === 1) check(S.vt_cudnn_flags(0, -1, -1, OUT_PTR));
-    loadedPath = path;
+    loadedChoice = choice;
     return S;
   } catch (err) {
     if (err instanceof TorchUnavailableError) loadFailure = err;
@@ -132,7 +163,7 @@ export function loadTorch(): Shim {
 function rebuildHint(): string {
   return process.env.VAGEN_TORCH_SHIM
     ? "point VAGEN_TORCH_SHIM at a libvagen_torch.so built from this vagen's ffi/ (or unset it)"
-    : "rebuild it: `bun build.ts --shim-only`";
+    : "compile it again: `vagen setup --force` (in a checkout: `bun build.ts --shim-only`)";
 }
 
 function openAbiProbe(path: string) {
@@ -191,7 +222,12 @@ export function checkOpTable(path: string, table: string): void {
 export function torchInfo(): TorchInfo {
   loadTorch();
   return {
-    shim: loadedPath!,
+    shim: loadedChoice!.path,
+    shimSource: loadedChoice!.source,
+    shimReason: loadedChoice!.reason,
+    shimKey: loadedChoice!.key,
+    libtorchOrigin: loadedChoice!.libtorch?.origin,
+    libtorchRoot: loadedChoice!.libtorch?.root,
     torchVersion: String(S.vt_torch_version()),
     cudaBuild: S.vt_has_cuda_build() === 1,
     cudaDevices: S.vt_cuda_device_count(),

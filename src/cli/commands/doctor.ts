@@ -1,5 +1,6 @@
 /**
- * `vagen doctor [--json]`: what vagen found (Bun, libtorch, the shim, CUDA devices) and
+ * `vagen doctor [--json]`: what vagen found (Bun, libtorch, the shim and why that one:
+ * carried prebuilt, compiled earlier into the cache, or compiled now; CUDA devices) and
  * a numeric self-check (a small matmul and its backward pass against known values).
  * Exits non-zero, with a fix-it hint, when libtorch or the shim can't be loaded or the
  * self-check fails.
@@ -26,8 +27,18 @@ export interface DoctorReport {
   vagen: string;
   bun: string;
   platform: string;
-  libtorch: { version: string; library: string | null } | null;
-  shim: { path: string; embedded: boolean; cudaBuild: boolean; fusedAttention: boolean } | null;
+  libtorch: { version: string; library: string | null; origin: string | null; root: string | null } | null;
+  shim: {
+    path: string;
+    embedded: boolean;
+    /** prebuilt (carried by the binary), cached (compiled earlier), built (compiled by this run) or override (VAGEN_TORCH_SHIM). */
+    source: string;
+    reason: string;
+    key: string | null;
+    cudaBuild: boolean;
+    fusedAttention: boolean;
+    fusedKernels: boolean;
+  } | null;
   threads: number | null;
   cuda: { available: boolean; devices: CudaDevice[] };
   checks: DoctorCheck[];
@@ -101,8 +112,17 @@ export async function diagnose(): Promise<DoctorReport> {
   try {
     torch = await import("../../torch/index.ts");
     const info = torch.torchInfo();
-    report.libtorch = { version: info.torchVersion, library: loadedLibtorch() };
-    report.shim = { path: info.shim, embedded: info.shim.startsWith("/$bunfs/"), cudaBuild: info.cudaBuild, fusedAttention: info.fusedAttention };
+    report.libtorch = { version: info.torchVersion, library: loadedLibtorch(), origin: info.libtorchOrigin ?? null, root: info.libtorchRoot ?? null };
+    report.shim = {
+      path: info.shim,
+      embedded: info.shim.startsWith("/$bunfs/"),
+      source: info.shimSource,
+      reason: info.shimReason,
+      key: info.shimKey ?? null,
+      cudaBuild: info.cudaBuild,
+      fusedAttention: info.fusedAttention,
+      fusedKernels: info.fusedKernels,
+    };
     report.threads = info.threads;
   } catch (err) {
     const e = err as VagenError;
@@ -121,7 +141,7 @@ export async function diagnose(): Promise<DoctorReport> {
   if (!report.ok) {
     report.problem = {
       message: "the numeric self-check failed",
-      hint: "the shim may be built against a different libtorch than the one loaded: rebuild with `bun build.ts --force`",
+      hint: "the shim may be built against a different libtorch than the one loaded: rebuild it with `vagen setup --force` (in a checkout: `bun build.ts --force`)",
     };
   }
   return report;
@@ -135,10 +155,14 @@ function printReport(r: DoctorReport): void {
     ["bun", r.bun],
     ["platform", r.platform],
     ["libtorch", r.libtorch ? `${r.libtorch.version}${r.libtorch.library ? ` (${r.libtorch.library})` : ""}` : "not loaded"],
-    ["shim", r.shim ? `${r.shim.embedded ? "embedded in the binary" : r.shim.path} (${r.shim.cudaBuild ? "CUDA build" : "CPU build"}${r.shim.fusedAttention ? ", fused attention" : ""})` : "not loaded"],
+    ["shim", r.shim ? `${r.shim.source}: ${r.shim.reason}` : "not loaded"],
     ["threads", r.threads === null ? "-" : `${r.threads}${r.threads === 1 ? " (set OMP_NUM_THREADS to use more cores)" : ""}`],
     ["cuda", r.cuda.available ? `${r.cuda.devices.length} device(s)` : "no"],
   ];
+  if (r.shim) {
+    const traits = [r.shim.cudaBuild ? "CUDA build" : "CPU build", r.shim.fusedAttention && "fused attention", r.shim.fusedKernels && "fused CUDA kernels"];
+    rows.splice(5, 0, ["", `${r.shim.embedded ? "embedded in the binary" : r.shim.path} (${traits.filter(Boolean).join(", ")})`]);
+  }
   for (const d of r.cuda.devices) rows.push([`  cuda:${d.index}`, `${d.name}, ${gib(d.totalMemoryBytes)}`]);
   for (const c of r.checks) rows.push([c.ok ? "ok" : "FAILED", `${c.name}: ${c.detail}`]);
   const width = Math.max(...rows.map(([k]) => k.length));

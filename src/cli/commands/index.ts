@@ -11,7 +11,8 @@ import { register as evaluate } from "./eval.ts";
 import { register as generate } from "./generate.ts";
 import { register as monitor } from "./monitor.ts";
 import { register as serve } from "./serve.ts";
+import { register as setup } from "./setup.ts";
 
 export type RegisterCommand = (program: Command) => void;
 
-export const commands: RegisterCommand[] = [evaluate, monitor, generate, serve, env, config, doctor];
+export const commands: RegisterCommand[] = [evaluate, monitor, generate, serve, env, config, doctor, setup];
