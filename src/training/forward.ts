@@ -12,17 +12,15 @@
  * Critic values follow the same shift: values[b, j] = V(state before response token j),
  * the convention of every estimator (src/algorithms/estimators/types.ts).
  *
- * Every row that has images brings its pixel values into the forward; a forward that
- * dropped them would still lower the loss and hide the bug, so Qwen2.5-VL's forward
- * refuses image tokens without features.
+ * Every row that has images brings them into the forward (the family seam's
+ * forwardForTraining processes their pixels); a forward that dropped them would still
+ * lower the loss and hide the bug, so the family refuses image tokens without features.
  */
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
 import { tokenLogProbs } from "../algorithms/index.ts";
-import type { Qwen25VLChatModel } from "../models/index.ts";
-import type { ValueHead } from "../models/index.ts";
+import { Qwen25VLChatModel, ValueHead, type ModelFamily } from "../models/index.ts";
 import { VagenError } from "../core/errors.ts";
-import { processImages } from "../models/image-processor.ts";
 import type { TrainingRow } from "../rollout/types.ts";
 
 /** A micro-batch of rows as host arrays, in verl's layout. */
@@ -58,66 +56,54 @@ export function rowsTensor(columns: readonly ArrayLike<number>[], width: number,
   return torch.tensor(flat, [columns.length, width], { dtype: opts.dtype ?? "f32", device: opts.device as never });
 }
 
-/** What a training forward needs from a model family. */
-export interface TrainingModel {
-  readonly device: string;
-  /** The pad id used when packing. */
-  readonly padTokenId: number;
-  /** Named weights (Hugging Face names) the optimizer may update. */
-  namedWeights(): Map<string, Tensor>;
-  /** [B, R, hidden]: the hidden states that predict each response position. */
-  responseHidden(rows: readonly TrainingRow[]): { hidden: Tensor; packed: PackedRows };
-  /** [..., hidden] -> [..., vocab]. */
-  logits(hidden: Tensor): Tensor;
+/**
+ * The weights a trainer updates, by their Hugging Face names: views into the family's
+ * own weight map, so the engine generates with what the optimizer writes.
+ */
+export function familyWeights(family: ModelFamily): Map<string, Tensor> {
+  if (family instanceof Qwen25VLChatModel) return family.model.weights;
+  throw new VagenError(`model family "${family.family}": the trainer does not know where its weights are`, "training supports qwen2_5_vl");
 }
 
-/** Qwen2.5-VL behind TrainingModel. */
-export class Qwen25VLTrainingModel implements TrainingModel {
-  constructor(readonly chat: Qwen25VLChatModel) {}
+/** A model family as the trainer uses it: the training forward and the weights it reads. */
+export class TrainingModel {
+  readonly weights: Map<string, Tensor>;
+
+  constructor(readonly family: ModelFamily) {
+    this.weights = familyWeights(family);
+  }
 
   get device(): string {
-    return this.chat.device;
+    return this.family.device;
   }
 
-  get padTokenId(): number {
-    return this.chat.padTokenId;
-  }
-
-  namedWeights(): Map<string, Tensor> {
-    return this.chat.model.weights;
-  }
-
+  /** [B, R, hidden]: the hidden states that predict each response position. */
   responseHidden(rows: readonly TrainingRow[]): { hidden: Tensor; packed: PackedRows } {
-    const packed = packRows(rows, this.padTokenId);
-    const images = rows.flatMap((r) => r.images);
-    const model = this.chat.model;
+    const packed = packRows(rows, padTokenOf(this.family));
     return torch.tidy(() => {
-      const processed = images.length ? processImages(images.map((i) => i.image), this.chat.imageOptions) : undefined;
-      const pixelValues = processed ? torch.tensor(processed.pixelValues, [processed.numPatches, processed.patchDim], { dtype: "f32", device: this.chat.device }).to(this.chat.dtype) : undefined;
-      if (processed) checkGrids(images.map((i) => i.grid), processed.gridThw);
-      const forward = model.forwardBatch({
+      const hidden = this.family.forwardForTraining({
         inputIds: packed.inputIds,
         attentionMask: packed.attentionMask,
-        pixelValues,
-        imageGridThw: processed ? processed.gridThw.map((g) => [...g]) : images.map((i) => [...i.grid]),
+        images: rows.map((r) => r.images.map((i) => i.image)),
       });
-      const hidden = forward.hidden.narrow(1, packed.promptWidth - 1, packed.responseWidth);
-      return { hidden, packed };
+      return { hidden: hidden.narrow(1, packed.promptWidth - 1, packed.responseWidth), packed };
     });
   }
 
+  /** [..., hidden] -> [..., vocab]. */
   logits(hidden: Tensor): Tensor {
-    return this.chat.model.logits(hidden);
+    return this.family.logits(hidden);
+  }
+
+  /** A fresh value head for the critic, seeded. */
+  newValueHead(seed: number): ValueHead {
+    return ValueHead.init(this.family.spec.hiddenSize, { device: this.family.device, dtype: this.family.dtype, seed });
   }
 }
 
-/** The processor must give each image the grid the rollout recorded (and sized its placeholder by). */
-function checkGrids(recorded: readonly (readonly number[])[], processed: readonly (readonly number[])[]): void {
-  recorded.forEach((grid, i) => {
-    if (grid.join(",") !== processed[i]!.join(",")) {
-      throw new VagenError(`training row image ${i}: the rollout recorded patch grid [${grid.join(", ")}] but the image processor gives [${processed[i]!.join(", ")}]`);
-    }
-  });
+/** Padding id (masked out everywhere; any valid id works). */
+function padTokenOf(family: ModelFamily): number {
+  return family.eosTokenIds[0] ?? 0;
 }
 
 export interface PolicyOutputs {

@@ -8,14 +8,14 @@ import { join } from "node:path";
 import * as torch from "../../src/torch/index.ts";
 import { Qwen25VLChatModel } from "../../src/models/index.ts";
 import { Rng } from "../../src/core/rng.ts";
-import { Qwen25VLTrainingModel, packRows, policyForward, valueForward } from "../../src/training/forward.ts";
+import { TrainingModel, packRows, policyForward, valueForward } from "../../src/training/forward.ts";
 import { ParameterOptimizer, microBatchPlan, miniBatchPlan, updateActor, updateCritic, type ActorUpdateOptions } from "../../src/training/update.ts";
 import { handRow } from "./rows.ts";
 
 const FIXTURE = join(import.meta.dir, "../fixtures/qwen2_5_vl_tiny");
 
-function load(): Qwen25VLTrainingModel {
-  return new Qwen25VLTrainingModel(Qwen25VLChatModel.load(FIXTURE, { device: "cpu", dtype: "f32" }));
+function load(): TrainingModel {
+  return new TrainingModel(Qwen25VLChatModel.load(FIXTURE, { device: "cpu", dtype: "f32" }));
 }
 
 const rows = [
@@ -25,9 +25,9 @@ const rows = [
   handRow({ uid: "b", traj: 1, prompt: [13, 14], response: [28, 362], reward: 0 }),
 ];
 
-const models: Qwen25VLTrainingModel[] = [];
+const models: TrainingModel[] = [];
 afterAll(() => {
-  for (const m of models) m.chat.dispose();
+  for (const m of models) m.family.dispose();
 });
 
 function actorOptions(over: Partial<ActorUpdateOptions> = {}): ActorUpdateOptions {
@@ -37,8 +37,8 @@ function actorOptions(over: Partial<ActorUpdateOptions> = {}): ActorUpdateOption
   };
 }
 
-function optimizerFor(model: Qwen25VLTrainingModel, lr: number): ParameterOptimizer {
-  return new ParameterOptimizer(model.namedWeights(), { lr, weightDecay: 0, betas: [0.9, 0.999], eps: 1e-8, warmupSteps: 0, style: "constant", minLrRatio: 0, totalSteps: 10 });
+function optimizerFor(model: TrainingModel, lr: number): ParameterOptimizer {
+  return new ParameterOptimizer(model.weights, { lr, weightDecay: 0, betas: [0.9, 0.999], eps: 1e-8, warmupSteps: 0, style: "constant", minLrRatio: 0, totalSteps: 10 });
 }
 
 function host(t: torch.Tensor): number[][] {
@@ -95,9 +95,9 @@ describe("actor and critic updates", () => {
       const old = torch.noGrad(() => host(policyForward(model, rows, { temperature: 1, chunkTokens: 64, withEntropy: false }).logProbs));
       const cols = { oldLogprobs: old.map((r) => Float32Array.from(r)), advantages: rows.map((r) => Float32Array.from(r.responseIds, () => (r.episodeReward > 0 ? 1 : -1))) };
       updateActor(model, opt, rows, cols, actorOptions({ microBatchSize: micro, lossAggMode: "seq-mean-token-mean" }), new Rng(0));
-      results.push(Array.from(model.namedWeights().get("lm_head.weight")!.narrow(0, 20, 4).toFloat32Array()));
+      results.push(Array.from(model.weights.get("lm_head.weight")!.narrow(0, 20, 4).toFloat32Array()));
       opt.dispose();
-      model.chat.dispose();
+      model.family.dispose();
     }
     const diff = Math.max(...results[0]!.map((x, i) => Math.abs(x - results[1]![i]!)));
     expect(diff).toBeLessThan(1e-5);
@@ -127,8 +127,8 @@ describe("actor and critic updates", () => {
   test("critic updates bring values toward the returns", () => {
     const model = load();
     models.push(model);
-    const head = model.chat.model.newValueHead({ seed: 3 });
-    const named = new Map(model.namedWeights());
+    const head = model.newValueHead(3);
+    const named = new Map<string, torch.Tensor>(model.weights);
     named.delete("lm_head.weight");
     for (const [k, t] of head.entries()) named.set(k, t);
     const opt = new ParameterOptimizer(named, { lr: 3e-2, weightDecay: 0, betas: [0.9, 0.999], eps: 1e-8, warmupSteps: 0, style: "constant", minLrRatio: 0, totalSteps: 10 });
