@@ -28,6 +28,23 @@ export function tokenEndsByPrefixDecode(ids: readonly number[], decode: (ids: nu
   return ids.map((_, k) => decode(ids.slice(0, k + 1)).length);
 }
 
+/**
+ * end(k) in one pass, from each id's UTF-8 bytes (`Tokenizer.tokenBytes()` for
+ * byte-level BPE): a streaming decoder holds a character split over tokens until its
+ * last byte, so the character counts at the token that completes it (where prefix
+ * decoding would count a replacement character one token early).
+ */
+export function tokenEndsFromBytes(ids: readonly number[], bytesOf: (id: number) => Uint8Array): number[] {
+  const decoder = new TextDecoder("utf-8");
+  const ends: number[] = [];
+  let end = 0;
+  for (const id of ids) {
+    end += decoder.decode(bytesOf(id), { stream: true }).length;
+    ends.push(end);
+  }
+  return ends;
+}
+
 /** Index of the last token overlapping `span`; an empty span uses the token holding its position. Null without tokens. */
 export function lastTokenOverlapping(span: CharSpan, tokenEnds: readonly number[]): number | null {
   if (tokenEnds.length === 0) return null;

@@ -24,7 +24,7 @@ export {
   type SectionStatus,
   type JudgeStats,
 } from "./state-reward.ts";
-export { creditPosition, lastTokenOverlapping, tokenEndsByPrefixDecode, tokenEndsFromPieces, type CreditSite } from "./credit.ts";
+export { creditPosition, lastTokenOverlapping, tokenEndsByPrefixDecode, tokenEndsFromBytes, tokenEndsFromPieces, type CreditSite } from "./credit.ts";
 export { groupedF1, matchedF1, itemSimilarity, rescaleAboveChance } from "./f1.ts";
 export { maxWeightAssignment } from "./assignment.ts";
 export { sokobanPaperF1, sokobanPaperScore, exactMatchF1, TopKStringTracker } from "./paper.ts";

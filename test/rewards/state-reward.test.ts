@@ -125,3 +125,16 @@ describe("episodes", () => {
     expect(episodeStateRewardMetrics(mean, cfg).state_estimation_reward).toBe(0.5);
   });
 });
+
+describe("token ends", () => {
+  test("by bytes: a character split over two tokens counts at the token that completes it", async () => {
+    const { tokenEndsFromBytes, tokenEndsByPrefixDecode } = await import("../../src/rewards/credit.ts");
+    // "é" is 0xC3 0xA9; tokens: "a", 0xC3, 0xA9, "b"; 99 is a special token (no bytes).
+    const bytes: Record<number, number[]> = { 1: [0x61], 2: [0xc3], 3: [0xa9], 4: [0x62], 99: [] };
+    const bytesOf = (id: number) => new Uint8Array(bytes[id]!);
+    expect(tokenEndsFromBytes([1, 2, 3, 4, 99], bytesOf)).toEqual([1, 1, 2, 3, 3]);
+    const decode = (ids: number[]) => new TextDecoder().decode(new Uint8Array(ids.flatMap((id) => bytes[id]!)));
+    // Prefix decoding (main's way) counts the dangling byte as a replacement character.
+    expect(tokenEndsByPrefixDecode([1, 2, 3, 4, 99], decode)).toEqual([1, 2, 2, 3, 3]);
+  });
+});
