@@ -12,6 +12,8 @@ import type { EvalEventListener } from "../../evaluation/events.ts";
 import { summaryPath } from "../../evaluation/layout.ts";
 import { runEvaluation } from "../../evaluation/runner.ts";
 import { type EvalSummary, formatSummaryTable } from "../../evaluation/summary.ts";
+import { startEvalDashboard } from "../../tui/eval-dashboard.ts";
+import { type ImageMode, parseImageMode, resolveImageMode } from "../../tui/image/index.ts";
 import { evalBarRenderer, evalLogRenderer } from "../render/eval-lines.ts";
 
 /** Exit status after Ctrl-C, as shells report a SIGINT death (128 + 2). */
@@ -24,14 +26,35 @@ export function register(program: Command): void {
     .argument("<config>", "eval config YAML (see examples/eval/)")
     .argument("[overrides...]", "key.path=value overrides, e.g. envs.sokoban.episodes=4 model.base_url=http://host:8000/v1")
     .option("--no-progress", "plain log lines instead of a progress bar, even on a terminal")
-    .action(async (file: string, overrides: string[], opts: { progress: boolean }) => {
-      await evalCommand(file, overrides, opts.progress);
+    .option("--no-tui", "a progress bar or log lines instead of the dashboard, even on a terminal")
+    .option("--image <mode>", "how the dashboard draws observation images: auto, kitty, iterm2, sixel, blocks, none", parseImageModeFlag, "auto")
+    .action(async (file: string, overrides: string[], opts: { progress: boolean; tui: boolean; image: ImageMode }) => {
+      await evalCommand(file, overrides, opts);
     });
 }
 
-async function evalCommand(file: string, overrides: string[], progress: boolean): Promise<void> {
+function parseImageModeFlag(value: string): ImageMode {
+  try {
+    return parseImageMode(value);
+  } catch (err) {
+    throw new VagenError((err as Error).message);
+  }
+}
+
+async function evalCommand(file: string, overrides: string[], opts: { progress: boolean; tui: boolean; image: ImageMode }): Promise<void> {
   const plan = await loadEvalPlan(file, overrides);
-  const view: EvalEventListener = progress && process.stderr.isTTY ? evalBarRenderer() : evalLogRenderer();
+  // A terminal gets the dashboard; pipes, CI and --no-tui keep the bar or the log lines.
+  const dashboard =
+    opts.tui && process.stdout.isTTY && process.stdin.isTTY
+      ? startEvalDashboard({
+          episodes: plan.episodes.map((e) => ({ tag: e.env.tag, dir: e.dir })),
+          protocol: resolveImageMode(opts.image),
+          onInterrupt: () => onSigint(),
+          // q leaves the dashboard; the run goes on with log lines.
+          onQuit: () => (view = evalLogRenderer()),
+        })
+      : undefined;
+  let view: EvalEventListener = dashboard?.onEvent ?? (opts.progress && process.stderr.isTTY ? evalBarRenderer() : evalLogRenderer());
   const client = createClient(plan.config.model, {
     onRetry: (e) => view({ type: "warning", code: "retry", message: `retry ${e.retry} in ${(e.delayMs / 1000).toFixed(2)} s after: ${e.reason}` }),
   });
@@ -49,9 +72,10 @@ async function evalCommand(file: string, overrides: string[], progress: boolean)
     const result = await runEvaluation(plan, {
       client,
       createEnv,
-      onEvent: view,
+      onEvent: (event) => view(event),
       signal: controller.signal,
     });
+    await dashboard?.close();
     process.stdout.write(formatSummaryTable(result.summary));
     process.stdout.write(`summary: ${summaryPath(plan.outputDir)}\n`);
     if (result.aborted) {
@@ -70,6 +94,7 @@ async function evalCommand(file: string, overrides: string[], progress: boolean)
       );
     }
   } finally {
+    await dashboard?.close();
     process.off("SIGINT", onSigint);
     await client.close?.();
   }
