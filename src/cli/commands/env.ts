@@ -1,7 +1,7 @@
 /**
  * `vagen env list|play|replay|render|serve`: inspect environments. The logic lives in
  * envs/ (registry, envs/cli helpers, the remote server); this module only parses
- * arguments and prints.
+ * arguments and prints (`vagen env play`'s drawing: src/cli/render/env-play.ts).
  */
 import type { Command } from "commander";
 import { writeFileSync } from "node:fs";
@@ -13,6 +13,7 @@ import { play } from "../../../envs/cli/play.ts";
 import { readLines, replay } from "../../../envs/cli/replay.ts";
 import { createEnv, instantiateEnv, listEnvs, resolveEnv } from "../../../envs/registry.ts";
 import { ENV_SERVER_DEFAULTS, EnvServer } from "../../../envs/remote/server.ts";
+import { envPlayRenderer } from "../render/env-play.ts";
 
 function parseInteger(name: string) {
   return (value: string): number => {
@@ -71,7 +72,7 @@ export function register(program: Command): void {
         env: instance,
         seed: options.seed,
         promptFormat: typeof resolved.prompt_format === "string" ? resolved.prompt_format : undefined,
-        color: options.color,
+        onEvent: envPlayRenderer({ color: options.color }),
       });
     });
 
