@@ -68,7 +68,7 @@ describe("env play", () => {
   test("the terminal view draws the events as before: text, images or their size, the step summary", async () => {
     const { events } = await playScript("right\nright\n");
     let text = "";
-    const view = envPlayRenderer({ output: { write: (t: string) => (text += t) } as NodeJS.WritableStream, color: false });
+    const view = envPlayRenderer({ output: { write: (t: string) => (text += t) }, color: false });
     for (const event of events) view(event);
     expect(text).toBe(
       [
@@ -97,7 +97,7 @@ describe("env play", () => {
     );
 
     let colour = "";
-    const colourView = envPlayRenderer({ output: { write: (t: string) => (colour += t) } as NodeJS.WritableStream, columns: 80 });
+    const colourView = envPlayRenderer({ output: { write: (t: string) => (colour += t) }, columns: 80 });
     colourView(events[1]!);
     // One half-block row for a 2x2 image: two cells, each pixel pair in 24-bit colour.
     expect(colour).toContain("\x1b[38;2;200;200;200m\x1b[48;2;200;200;200m▀");

@@ -6,9 +6,11 @@
 import type { PlayEvent } from "../../../envs/cli/play.ts";
 import { halfBlockLines } from "../../../envs/cli/terminal-image.ts";
 import type { EnvInfo, Observation } from "../../../envs/_common/types.ts";
+import type { Writable } from "./writable.ts";
 
 export interface EnvPlayViewOptions {
-  output?: NodeJS.WritableStream;
+  /** Where to draw (stdout by default). */
+  output?: Writable;
   /** Columns available for images; defaults to the terminal width. */
   columns?: number;
   /** Draw images in colour (false: `[image WxH]`). */

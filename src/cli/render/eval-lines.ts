@@ -6,10 +6,7 @@
  */
 import { redactText } from "../../config/index.ts";
 import type { EpisodeFinishedEvent, EvalEvent, EvalEventListener, EvalProgress } from "../../evaluation/events.ts";
-
-export interface Writable {
-  write(text: string): unknown;
-}
+import type { Writable } from "./writable.ts";
 
 /** `out`, with secrets removed from what is written to it. */
 function redacting(out: Writable): Writable {
