@@ -18,7 +18,7 @@ import type { InferenceClient, SamplingParams } from "../clients/types.ts";
 import { blake2b } from "../core/blake2b.ts";
 import { VagenError } from "../core/errors.ts";
 import type { EpisodeRecord, Harness } from "../harness/types.ts";
-import { rowsFromEpisode, type DropReason, type RowBudgets } from "./rows.ts";
+import { rowsFromEpisode, type DropReason, type RowBudgets, type TurnScores } from "./rows.ts";
 import type { TrainingRow } from "./types.ts";
 
 /** One dataset item: an env instance (name or import path, its config) and the seed to reset it with. */
@@ -52,7 +52,13 @@ export interface CollectOptions {
   /** Builds an episode's env (default: the env registry's `createEnv`). */
   createEnv?: (item: RolloutItem) => Promise<Env>;
   signal?: AbortSignal;
-  /** Called as each episode finishes (progress, dumps). */
+  /**
+   * Scores beyond the env's reward (world-model rewards, src/rewards), asked once every
+   * episode of the batch is in, so a judge sees one batch: per episode, per turn (in the
+   * record's order), the scores of that turn or undefined.
+   */
+  scoreTurns?: (episodes: readonly EpisodeRecord[], signal?: AbortSignal) => Promise<(TurnScores | undefined)[][]>;
+  /** Called as each episode's rows are built (progress, dumps). */
   onEpisode?: (episode: RolloutEpisode) => void;
 }
 
@@ -104,14 +110,13 @@ export async function collectRollouts(options: CollectOptions): Promise<RolloutB
     const uid = item.uid ?? `${itemIndex}:${item.env}:${item.seed}`;
     return Array.from({ length: n }, (_, trajIndex) => ({ item, itemIndex, uid, trajIndex }));
   });
-  const episodes = await Promise.all(
-    jobs.map(async ({ item, itemIndex, uid, trajIndex }): Promise<RolloutEpisode> => {
+  const played = await Promise.all(
+    jobs.map(async ({ item, itemIndex, uid, trajIndex }) => {
       const episodeId = options.seed === undefined ? randomEpisodeId() : derivedEpisodeId(item, itemIndex, trajIndex, options.seed);
       const sampling = options.seed === undefined ? options.sampling : { ...options.sampling, seed: derivedSeed(episodeId) };
       const env = await makeEnv(item);
-      let record: EpisodeRecord;
       try {
-        record = await harness.runEpisode({
+        const record = await harness.runEpisode({
           env,
           client,
           seed: item.seed,
@@ -121,16 +126,21 @@ export async function collectRollouts(options: CollectOptions): Promise<RolloutB
           signal: options.signal,
           limits: options.budgets,
         });
+        return { item, itemIndex, uid, episodeId, trajIndex, record };
       } finally {
         // A failing close must not cost the episode (or the batch) its rows.
         await env.close().catch(() => undefined);
       }
-      const built = rowsFromEpisode(record, { uid, episodeId, trajIndex, env: item.env, seed: item.seed }, options.budgets);
-      const episode: RolloutEpisode = { item, itemIndex, uid, episodeId, trajIndex, record, rows: built.rows, ...(built.dropped ? { dropped: built.dropped } : {}) };
-      options.onEpisode?.(episode);
-      return episode;
     }),
   );
+  const scores = options.scoreTurns ? await options.scoreTurns(played.map((p) => p.record), options.signal) : undefined;
+  if (scores && scores.length !== played.length) throw new VagenError(`scoreTurns returned scores for ${scores.length} episode(s); the batch has ${played.length}`);
+  const episodes = played.map((p, i): RolloutEpisode => {
+    const built = rowsFromEpisode(p.record, { uid: p.uid, episodeId: p.episodeId, trajIndex: p.trajIndex, env: p.item.env, seed: p.item.seed }, options.budgets, scores?.[i]);
+    const episode: RolloutEpisode = { ...p, rows: built.rows, ...(built.dropped ? { dropped: built.dropped } : {}) };
+    options.onEpisode?.(episode);
+    return episode;
+  });
   const rows = episodes.flatMap((e) => e.rows);
   if (rows.length === 0) {
     const reasons = Object.entries(countBy(episodes.flatMap((e) => (e.dropped ? [e.dropped] : []))));

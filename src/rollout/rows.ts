@@ -10,8 +10,10 @@
  *
  * Rewards go where the env placed them: a turn's reward on the last token of the
  * reply that earned it, or, when the env's step info carries `token_rewards` (one
- * number per sampled token of that reply), on each token. A reply with no tokens drops
- * its reward; mask-0 tokens never carry one.
+ * number per sampled token of that reply), on each token. Scores from outside the env
+ * (world-model rewards, src/rewards) come as `TurnScores`, one per turn, and are added
+ * on the reply's tokens on top. A reply with no tokens drops its reward; mask-0 tokens
+ * never carry one.
  *
  * Budgets: a prompt longer than `maxPromptLength` makes the episode unusable (VAGEN
  * raises; here the episode is dropped and counted). A response longer than
@@ -42,9 +44,19 @@ export interface RowBudgets {
 /** Why an episode gave no rows. */
 export type DropReason = "context_too_large" | "sampled_vision_token" | "model_error" | "env_error" | "no_sampled_tokens";
 
+/**
+ * What a turn earned beyond the env's reward (world-model section scores): per sampled
+ * token of the turn's reply, added where they sit, and named parts for metrics.
+ */
+export interface TurnScores {
+  tokenRewards: readonly number[];
+  parts?: Readonly<Record<string, number>>;
+}
+
 export type EpisodeRows = { rows: TrainingRow[]; dropped?: undefined } | { rows: []; dropped: DropReason; detail?: string };
 
-export function rowsFromEpisode(episode: EpisodeRecord, identity: EpisodeIdentity, budgets: RowBudgets = {}): EpisodeRows {
+/** `turnScores[i]`, when given, is what `episode.turns[i]` earned beyond the env's reward. */
+export function rowsFromEpisode(episode: EpisodeRecord, identity: EpisodeIdentity, budgets: RowBudgets = {}, turnScores?: readonly (TurnScores | undefined)[]): EpisodeRows {
   if (episode.finishReason === "unusable") return { rows: [], dropped: episode.unusable ?? "context_too_large" };
   if (episode.finishReason === "model_error" || episode.finishReason === "env_error") {
     return { rows: [], dropped: episode.finishReason, detail: episode.error?.message };
@@ -62,7 +74,7 @@ export function rowsFromEpisode(episode: EpisodeRecord, identity: EpisodeIdentit
   const success = reportedSuccess(lastTurnInfo) === true;
   const rows: TrainingRow[] = [];
   for (const conversation of trainable) {
-    const turns = episode.turns.filter((t) => t.call?.conversation === conversation.ordinal);
+    const turns = episode.turns.flatMap((turn, i) => (turn.call?.conversation === conversation.ordinal ? [{ turn, scores: turnScores?.[i] }] : []));
     const row = conversationRow(conversation, turns, budgets);
     if ("tooLong" in row) return { rows: [], dropped: "context_too_large", detail: row.tooLong };
     rows.push({
@@ -85,7 +97,7 @@ type RowBody = Pick<
   "promptIds" | "responseIds" | "responseMask" | "rolloutLogprobs" | "logprobsComplete" | "tokenRewards" | "responseSpans" | "images" | "truncation" | "stateKeys" | "rewardParts"
 >;
 
-function conversationRow(conversation: EpisodeConversation, turns: readonly TurnRecord[], budgets: RowBudgets): RowBody | { tooLong: string } {
+function conversationRow(conversation: EpisodeConversation, turns: readonly { turn: TurnRecord; scores?: TurnScores }[], budgets: RowBudgets): RowBody | { tooLong: string } {
   const { record } = conversation;
   const P = record.promptLength;
   if (budgets.maxPromptLength !== undefined && P > budgets.maxPromptLength) {
@@ -94,12 +106,16 @@ function conversationRow(conversation: EpisodeConversation, turns: readonly Turn
   const scores = new Array<number>(record.tokenIds.length).fill(0);
   const rewardParts: Record<string, number> = {};
   const stateKeys: string[] = [];
-  for (const turn of turns) {
+  for (const { turn, scores: extra } of turns) {
     const span = record.replySpans[turn.call!.reply];
     if (span === undefined) throw new VagenError(`turn ${turn.index}: reply ${turn.call!.reply} is not in conversation ${conversation.ordinal}'s record`);
     placeReward(scores, span, turn);
     rewardParts.env = (rewardParts.env ?? 0) + turn.reward;
     addRewardParts(rewardParts, turn.info.reward_parts);
+    if (extra) {
+      addTokenRewards(scores, span, extra.tokenRewards, `turn ${turn.index}'s scores`);
+      addRewardParts(rewardParts, extra.parts);
+    }
     if (typeof turn.info.state_key === "string") stateKeys.push(turn.info.state_key);
   }
 
@@ -148,13 +164,18 @@ function placeReward(scores: number[], span: TokenSpan, turn: TurnRecord): void 
   if (length === 0) return; // an aborted, empty reply: there is no token to put it on
   const perToken = turn.info.token_rewards;
   if (Array.isArray(perToken) && perToken.every((r) => typeof r === "number")) {
-    if (perToken.length !== length) {
-      throw new VagenError(`turn ${turn.index}: info.token_rewards has ${perToken.length} value(s) but the reply has ${length} sampled token(s); expected one per token`);
-    }
-    perToken.forEach((r, i) => (scores[span.start + i]! += r));
+    addTokenRewards(scores, span, perToken, `turn ${turn.index}: info.token_rewards`);
     return;
   }
   scores[span.end - 1]! += turn.reward;
+}
+
+/** Add one value per sampled token of `span` (an empty span takes none and drops them). */
+function addTokenRewards(scores: number[], span: TokenSpan, values: readonly number[], what: string): void {
+  const length = span.end - span.start;
+  if (length === 0) return;
+  if (values.length !== length) throw new VagenError(`${what} has ${values.length} value(s) but the reply has ${length} sampled token(s); expected one per token`);
+  values.forEach((r, i) => (scores[span.start + i]! += r));
 }
 
 function addRewardParts(into: Record<string, number>, parts: unknown): void {

@@ -76,6 +76,29 @@ describe("collectRollouts", () => {
     expect(seen[0]).not.toBe(seen[1]);
   });
 
+  test("scoreTurns sees every episode of the batch at once; its scores land on the rows", async () => {
+    let seen = 0;
+    const batch = await collectRollouts({
+      client: new ScriptedClient(replyFor),
+      items: [{ env: "scripted", seed: 2 }],
+      n: 2,
+      harness: concatHarness(),
+      sampling: {},
+      maxTurns: 1,
+      createEnv: envFor([]),
+      scoreTurns: async (episodes) => {
+        seen = episodes.length;
+        return episodes.map((e) => e.turns.map(() => ({ tokenRewards: [0.5, 0, 0], parts: { judge: 0.5 } })));
+      },
+    });
+    expect(seen).toBe(2);
+    expect(batch.rows.map((r) => r.tokenRewards.slice(0, 3))).toEqual([
+      [0.5, 0, 2],
+      [0.5, 0, 2],
+    ]);
+    expect(batch.rows[0]!.rewardParts).toEqual({ env: 2, judge: 0.5 });
+  });
+
   test("a batch in which every episode is dropped fails with the reasons", async () => {
     const run = collectRollouts({ client: new ScriptedClient(replyFor), items: [{ env: "poison", seed: 1 }], n: 2, harness: concatHarness(), sampling: {}, maxTurns: 1, createEnv: envFor([]) });
     await expect(run).rejects.toThrow("all 2 episode(s) were dropped (sampled_vision_token: 2)");

@@ -106,6 +106,20 @@ describe("rowsFromEpisode", () => {
     expect(rowsFromEpisode(episode, IDENTITY).rows[0]!.tokenRewards).toEqual([0.25, 0.25, 0.5, 0]);
   });
 
+  test("scores from outside the env (world-model rewards) are added on the reply's tokens, with their parts", async () => {
+    const { episode } = await play(concatHarness());
+    const scores = [{ tokenRewards: [0, 0.1, 0, 0.2, 0], parts: { state_estimation: 0.3 } }, undefined];
+    const row = rowsFromEpisode(episode, IDENTITY, {}, scores).rows[0]!;
+    const rewards = zeros(30);
+    rewards[1] = 0.1;
+    rewards[3] = 0.2;
+    rewards[4] = 0.5;
+    rewards[28] = 1;
+    expect(row.tokenRewards).toEqual(rewards);
+    expect(row.rewardParts).toEqual({ env: 1.5, state_estimation: 0.3 });
+    expect(() => rowsFromEpisode(episode, IDENTITY, {}, [{ tokenRewards: [1] }])).toThrow("turn 1's scores has 1 value(s) but the reply has 5 sampled token(s)");
+  });
+
   test("a response over max_response_length keeps its head; the reply the cut runs through is dropped whole", async () => {
     // Budget 28: turn 2 may generate (18 tokens spent, room 10), but its header and reply run to 29 + NL.
     const { episode, client } = await play(concatHarness(), { maxResponseLength: 28 });

@@ -53,7 +53,7 @@ export class ScriptedClient implements InferenceClient {
   /** A list of replies in call order, or a function of the conversation so far (concurrent episodes). */
   constructor(private readonly script: ScriptedReply[] | ((record: ConversationRecord) => ScriptedReply)) {}
 
-  async create(): Promise<Completion> {
+  async create(_messages: ChatMessage[], _sampling: SamplingParams): Promise<Completion> {
     throw new Error("the scripted client only keeps token-level conversations");
   }
 
