@@ -277,7 +277,7 @@ export class ModelRunner implements StepRunner {
     const { tokenIds, logprobs } = sampleRows(logits, this.rowSampling(seqIds), this.shared);
     const wantLogits = seqIds.map((id) => this.state(id).sampling.returnLogits);
     const hostLogits = wantLogits.some(Boolean) ? logits.float().toFloat32Array() : undefined;
-    const V = logits.shape[1]!;
+    const [, V] = torch.dims2(logits, "logits");
     return seqIds.map((seqId, i) => ({
       seqId,
       tokenId: tokenIds[i]!,

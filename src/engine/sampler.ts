@@ -20,11 +20,10 @@
 import * as torch from "../torch/index.ts";
 import { F } from "../torch/index.ts";
 import type { Generator, Tensor } from "../torch/index.ts";
+import type { SamplingOptions } from "./types.ts";
 
-export interface RowSampling {
-  temperature: number;
-  topP: number;
-  topK: number;
+/** One row's settings: the request's sampling options, and its generator when seeded. */
+export interface RowSampling extends Pick<SamplingOptions, "temperature" | "topP" | "topK"> {
   /** The row's own generator (seeded requests), or undefined to share the batch's. */
   generator?: Generator;
 }
@@ -60,7 +59,7 @@ export function unpackSamples(host: Float32Array): SampledRows {
  */
 export function sampleRowsOnDevice(logits: Tensor, rows: readonly RowSampling[], shared: Generator): { tokens: Tensor; logprobs: Tensor } {
   const N = rows.length;
-  const V = logits.shape[1]!;
+  const [, V] = torch.dims2(logits, "logits");
   const device = logits.device;
   let tokens: Tensor;
   let chosen: Tensor;
@@ -95,7 +94,7 @@ export function sampleRowsOnDevice(logits: Tensor, rows: readonly RowSampling[],
 /** Sets log-probs outside each row's top-k / top-p set to -inf. */
 function truncate(logp: Tensor, rows: readonly RowSampling[], device: torch.Device): Tensor {
   const N = rows.length;
-  const V = logp.shape[1]!;
+  const [, V] = torch.dims2(logp, "log-probs");
   const { values, indices } = logp.sort(-1, true);
   const probs = values.exp();
   // Mass strictly before each token; a token is dropped once that already reaches top-p

@@ -7,14 +7,10 @@
  * lets the scheduler be tested on its own and lets another runner (several GPUs, a
  * different cache layout) slot in without touching it.
  */
-import type { Prompt } from "./types.ts";
+import type { Prompt, SamplingOptions } from "./types.ts";
 
-/** The per-request sampling settings the device needs. */
-export interface TokenSampling {
-  temperature: number;
-  topP: number;
-  topK: number;
-  seed?: number;
+/** The part of a request's sampling options the device needs. */
+export interface TokenSampling extends Pick<SamplingOptions, "temperature" | "topP" | "topK" | "seed"> {
   /** Also copy the logits row to the host (tests, debugging). */
   returnLogits: boolean;
 }

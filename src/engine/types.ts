@@ -9,7 +9,11 @@ import type { Prompt } from "../models/prompt.ts";
 /** Prompts are the family seam's (src/models/prompt.ts): token ids and image spans. */
 export type { Prompt, PromptImage } from "../models/prompt.ts";
 
-/** How to pick each next token and when to stop. */
+/**
+ * How to pick each next token and when to stop: the one in-process sampling type. The
+ * runner's per-row settings are picks of it; clients and the server map their wire
+ * fields (max_tokens, stop, top_p) onto it.
+ */
 export interface SamplingOptions {
   /** 0 means greedy (argmax). */
   temperature: number;

@@ -2,9 +2,10 @@
 import type { Command } from "commander";
 import { VagenError } from "../../core/errors.ts";
 import { checkExposure } from "../../serve/auth.ts";
+import { integerFlag, numberFlag } from "../flags.ts";
 
 interface ServeFlags {
-  port: string;
+  port: number;
   host: string;
   apiKey?: string;
   insecure?: boolean;
@@ -12,37 +13,25 @@ interface ServeFlags {
   servedModelName?: string[];
   device?: string;
   dtype?: string;
-  maxSeqLen: string;
-  kvCacheGib?: string;
-  maxSlots: string;
+  maxSeqLen: number;
+  kvCacheGib?: number;
+  maxSlots: number;
   attention: string;
-  maxBodyMib: string;
-  maxPromptTokens?: string;
-  maxImagePixels: string;
-  maxRequestPixels: string;
+  maxBodyMib: number;
+  maxPromptTokens?: number;
+  maxImagePixels: number;
+  maxRequestPixels: number;
 }
 
 /** The dtypes serve (and the engine config's `dtype`) accept. */
 const DTYPES = ["f32", "bf16", "f16"] as const;
-
-function integer(value: string, flag: string, min: number): number {
-  const n = value.trim() === "" ? Number.NaN : Number(value);
-  if (!Number.isSafeInteger(n) || n < min) throw new VagenError(`${flag}: expected an integer >= ${min}, got "${value}"`);
-  return n;
-}
-
-function positive(value: string, flag: string): number {
-  const n = value.trim() === "" ? Number.NaN : Number(value);
-  if (!Number.isFinite(n) || n <= 0) throw new VagenError(`${flag}: expected a positive number, got "${value}"`);
-  return n;
-}
 
 export function register(program: Command): void {
   program
     .command("serve")
     .description("serve a model directory over an OpenAI-compatible /v1/chat/completions API")
     .argument("<model_dir>", "Hugging Face model directory (config.json, safetensors, tokenizer)")
-    .option("--port <port>", "port to listen on", "8000")
+    .option("--port <port>", "port to listen on", integerFlag("port", { min: 0 }), 8000)
     .option("--host <host>", "address to bind (an address other machines reach needs --api-key or --insecure)", "127.0.0.1")
     .option("--api-key <key>", "require this key as an Authorization: Bearer header (default: $VAGEN_API_KEY; the variable keeps it out of `ps`)")
     .option("--insecure", "allow a non-loopback --host without an API key")
@@ -54,16 +43,20 @@ export function register(program: Command): void {
     )
     .option("--device <device>", 'device ("cuda", "cuda:1", "cpu"; default: cuda when available)')
     .option("--dtype <dtype>", `compute dtype: ${DTYPES.join(", ")} (default: bf16 on CUDA, f32 on the CPU)`)
-    .option("--max-seq-len <tokens>", "tokens one conversation may hold", "8192")
-    .option("--kv-cache-gib <gib>", "memory for the KV cache in GiB (default: 16 on CUDA, 1 on the CPU)")
-    .option("--max-slots <n>", "most conversations holding a KV cache at once", "512")
+    .option("--max-seq-len <tokens>", "tokens one conversation may hold", integerFlag("max-seq-len", { min: 16 }), 8192)
+    .option("--kv-cache-gib <gib>", "memory for the KV cache in GiB (default: 16 on CUDA, 1 on the CPU)", numberFlag("kv-cache-gib", { above: 0 }))
+    .option("--max-slots <n>", "most conversations holding a KV cache at once", integerFlag("max-slots", { min: 1 }), 512)
     .option("--attention <kind>", "fused (libtorch's SDPA kernels) or math (the unfused fallback)", "fused")
-    .option("--max-body-mib <mib>", "largest request body in MiB (413 beyond it)", "32")
-    .option("--max-prompt-tokens <tokens>", "most prompt tokens per request, images included (default: what a KV slot holds, less one)")
-    .option("--max-image-pixels <n>", "most pixels per image, checked before decoding", String(4096 * 4096))
-    .option("--max-request-pixels <n>", "most pixels of all images in one request", String(4 * 4096 * 4096))
+    .option("--max-body-mib <mib>", "largest request body in MiB (413 beyond it)", numberFlag("max-body-mib", { above: 0 }), 32)
+    .option(
+      "--max-prompt-tokens <tokens>",
+      "most prompt tokens per request, images included (default: what a KV slot holds, less one)",
+      integerFlag("max-prompt-tokens", { min: 1 }),
+    )
+    .option("--max-image-pixels <n>", "most pixels per image, checked before decoding", integerFlag("max-image-pixels", { min: 1 }), 4096 * 4096)
+    .option("--max-request-pixels <n>", "most pixels of all images in one request", integerFlag("max-request-pixels", { min: 1 }), 4 * 4096 * 4096)
     .action(async (modelDir: string, flags: ServeFlags) => {
-      const port = integer(flags.port, "--port", 0);
+      const port = flags.port;
       const apiKey = flags.apiKey ?? (process.env.VAGEN_API_KEY || undefined);
       checkExposure(flags.host, apiKey, flags.insecure === true);
       if (flags.dtype !== undefined && !(DTYPES as readonly string[]).includes(flags.dtype)) {
@@ -72,12 +65,11 @@ export function register(program: Command): void {
       if (flags.attention !== "fused" && flags.attention !== "math") {
         throw new VagenError(`--attention: expected fused or math, got "${flags.attention}"`);
       }
-      const kvGib = flags.kvCacheGib === undefined ? undefined : positive(flags.kvCacheGib, "--kv-cache-gib");
       const limits = {
-        maxBodyBytes: Math.floor(positive(flags.maxBodyMib, "--max-body-mib") * 2 ** 20),
-        maxPromptTokens: flags.maxPromptTokens === undefined ? undefined : integer(flags.maxPromptTokens, "--max-prompt-tokens", 1),
-        maxImagePixels: integer(flags.maxImagePixels, "--max-image-pixels", 1),
-        maxRequestPixels: integer(flags.maxRequestPixels, "--max-request-pixels", 1),
+        maxBodyBytes: Math.floor(flags.maxBodyMib * 2 ** 20),
+        maxPromptTokens: flags.maxPromptTokens,
+        maxImagePixels: flags.maxImagePixels,
+        maxRequestPixels: flags.maxRequestPixels,
       };
       // Loaded here, not at startup: commands that never touch tensors must not need libtorch.
       const { describePlan, loadEngine } = await import("../../engine/load.ts");
@@ -85,9 +77,9 @@ export function register(program: Command): void {
       const loaded = loadEngine(modelDir, {
         device: flags.device,
         dtype: flags.dtype as (typeof DTYPES)[number] | undefined,
-        max_seq_len: integer(flags.maxSeqLen, "--max-seq-len", 16),
-        kv_cache_gib: kvGib,
-        max_slots: integer(flags.maxSlots, "--max-slots", 1),
+        max_seq_len: flags.maxSeqLen,
+        kv_cache_gib: flags.kvCacheGib,
+        max_slots: flags.maxSlots,
         attention: flags.attention,
       });
       let server: ReturnType<typeof startServer>;

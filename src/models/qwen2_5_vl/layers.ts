@@ -1,7 +1,6 @@
 /** Small building blocks shared by Qwen2.5-VL's vision tower and language model. */
 import * as torch from "../../torch/index.ts";
 import { F, type Tensor } from "../../torch/index.ts";
-import type { Weights } from "../weights.ts";
 
 /** Qwen2 RMSNorm: normalise in float32, cast back, then scale (transformers' order). */
 export function rmsNorm(x: Tensor, weight: Tensor, eps: number): Tensor {
@@ -14,14 +13,4 @@ export function rotateHalf(x: Tensor): Tensor {
   const x1 = x.narrow(-1, 0, d / 2);
   const x2 = x.narrow(-1, d / 2, d / 2);
   return torch.cat([x2.neg(), x1], -1);
-}
-
-/**
- * down(silu(gate(x)) * up(x)) with the weights `${prefix}.{gate,up,down}_proj.weight` and,
- * where the checkpoint has them (the vision MLP), the matching biases.
- */
-export function gatedMlp(x: Tensor, weights: Weights, prefix: string): Tensor {
-  const lin = (input: Tensor, name: string) =>
-    F.linear(input, weights.get(`${prefix}.${name}.weight`)!, weights.get(`${prefix}.${name}.bias`));
-  return lin(F.siluMul(lin(x, "gate_proj"), lin(x, "up_proj")), "down_proj");
 }

@@ -128,18 +128,19 @@ export class Qwen25TextModel {
     let residual = inputsEmbeds;
     let normed = F.rmsNorm(inputsEmbeds, this.layers[0]!.inputNorm, eps);
     this.layers.forEach((layer, i) => {
-      const layerIn = { residual, normed };
+      // Each layer's input is only this layer's: its handles go when the layer is done
+      // (autograd keeps what backward needs on the libtorch side). The embeddings are the
+      // caller's.
+      const residualIn = residual;
+      using _residual = residualIn === inputsEmbeds ? undefined : residualIn;
+      using normedIn = normed;
       ({ sum: residual, normed } = torch.tidy(() => {
-        const attn = this.attention(i, layer, layerIn.normed, cos, sin, attention);
-        const mid = F.addRmsNorm(attn, layerIn.residual, layer.postAttentionNorm, eps);
+        const attn = this.attention(i, layer, normedIn, cos, sin, attention);
+        const mid = F.addRmsNorm(attn, residualIn, layer.postAttentionNorm, eps);
         const [gate, up] = layer.gateUp.forward(mid.normed);
         const mlp = F.linear(F.siluMul(gate!, up!), layer.down);
         return F.addRmsNorm(mlp, mid.sum, nextNorm(i), eps);
       }));
-      // Each layer's output is only the next layer's input: free its handles now (autograd
-      // keeps what backward needs on the libtorch side).
-      if (layerIn.residual !== inputsEmbeds) layerIn.residual.dispose();
-      layerIn.normed.dispose();
     });
     if (residual !== inputsEmbeds) residual.dispose();
     cos.dispose();

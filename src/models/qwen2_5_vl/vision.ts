@@ -9,11 +9,11 @@
  * image of a batch goes through each block in a single attention call.
  */
 import * as torch from "../../torch/index.ts";
-import { F, type Tensor } from "../../torch/index.ts";
-import type { Weights } from "../weights.ts";
+import { F, dims2, type Tensor } from "../../torch/index.ts";
+import { requireWeight, type Weights } from "../weights.ts";
 import type { Qwen25VLVisionConfig } from "./config.ts";
 import { visionLayout } from "./vision-layout.ts";
-import { gatedMlp, rmsNorm, rotateHalf } from "./layers.ts";
+import { rmsNorm, rotateHalf } from "./layers.ts";
 
 const VISION_NORM_EPS = 1e-6;
 const VISION_ROPE_THETA = 10000;
@@ -25,14 +25,56 @@ const VISION_ROPE_THETA = 10000;
  */
 export type VisionTrace = (stage: string, value: Tensor) => void;
 
+/** A linear layer's weight (out, in) and, where the checkpoint has one, its bias. */
+interface Linear {
+  weight: Tensor;
+  bias?: Tensor;
+}
+
+/** One vision block's weights, resolved from the weight map once. */
+interface VisionBlock {
+  norm1: Tensor;
+  /** q, k and v in one projection, as the checkpoint stores them. */
+  qkv: Linear;
+  proj: Linear;
+  norm2: Tensor;
+  gate: Linear;
+  up: Linear;
+  down: Linear;
+}
+
+const linear = (x: Tensor, l: Linear) => F.linear(x, l.weight, l.bias);
+
 export class Qwen25VisionTower {
+  /** (hidden, C * temporalPatch * patch^2): the Conv3d kernel, flattened. */
+  private readonly patchEmbed: Tensor;
+  private readonly blocks: VisionBlock[];
+  private readonly merger: { norm: Tensor; fc1: Linear; fc2: Linear };
+
+  /**
+   * Resolves every weight once (the same tensors the map holds: update them in place,
+   * never by `weights.set`).
+   */
   constructor(
     readonly config: Qwen25VLVisionConfig,
-    private readonly weights: Weights,
-  ) {}
-
-  private w(name: string): Tensor {
-    return this.weights.get(`visual.${name}`)!;
+    weights: Weights,
+  ) {
+    const w = (name: string) => requireWeight(weights, `visual.${name}`, "Qwen2.5-VL vision tower");
+    const lin = (name: string): Linear => ({ weight: w(`${name}.weight`), bias: weights.get(`visual.${name}.bias`) });
+    this.patchEmbed = w("patch_embed.proj.weight");
+    this.blocks = Array.from({ length: config.depth }, (_, i) => {
+      const p = `blocks.${i}`;
+      return {
+        norm1: w(`${p}.norm1.weight`),
+        qkv: lin(`${p}.attn.qkv`),
+        proj: lin(`${p}.attn.proj`),
+        norm2: w(`${p}.norm2.weight`),
+        gate: lin(`${p}.mlp.gate_proj`),
+        up: lin(`${p}.mlp.up_proj`),
+        down: lin(`${p}.mlp.down_proj`),
+      };
+    });
+    this.merger = { norm: w("merger.ln_q.weight"), fc1: lin("merger.mlp.0"), fc2: lin("merger.mlp.2") };
   }
 
   /**
@@ -44,13 +86,13 @@ export class Qwen25VisionTower {
     const c = this.config;
     const unit = c.spatialMergeSize ** 2;
     const layout = visionLayout(gridThw, c);
-    const n = pixelValues.shape[0]!;
+    const [n] = dims2(pixelValues, "vision tower pixel values");
     const expected = gridThw.reduce((s, g) => s + g[0]! * g[1]! * g[2]!, 0);
     if (n !== expected) {
       throw new Error(`vision tower: ${n} patches given but the image grids ${JSON.stringify(gridThw)} need ${expected}`);
     }
     const device = pixelValues.device;
-    const projW = this.w("patch_embed.proj.weight");
+    const projW = this.patchEmbed;
     const dtype = projW.dtype;
 
     // Window order: merged blocks regrouped so each window is contiguous.
@@ -68,13 +110,12 @@ export class Qwen25VisionTower {
     // and in image order, so the per-image boundaries still apply.
     const fullMask = torch.tidy(() => blockDiagonalMask(layout.fullSeqlens, n, device));
 
-    for (let i = 0; i < c.depth; i++) {
+    this.blocks.forEach((block, i) => {
       const mask = c.fullAttentionBlocks.includes(i) ? fullMask : windowMask;
-      const blockIn = x;
-      x = torch.tidy(() => this.block(i, blockIn, cos, sin, mask));
-      blockIn.dispose();
+      using blockIn = x;
+      x = torch.tidy(() => this.block(block, blockIn, cos, sin, mask));
       trace?.(`vision.block${i}`, x);
-    }
+    });
 
     const reverse = torch.tensor(layout.reverseIndex, [layout.reverseIndex.length], { dtype: "i64", device });
     const out = torch.tidy(() => {
@@ -104,16 +145,17 @@ export class Qwen25VisionTower {
     return [emb.cos(), emb.sin()];
   }
 
-  private block(i: number, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor): Tensor {
-    const p = `blocks.${i}`;
-    const h = x.add(this.attention(p, rmsNorm(x, this.w(`${p}.norm1.weight`), VISION_NORM_EPS), cos, sin, mask));
-    return h.add(gatedMlp(rmsNorm(h, this.w(`${p}.norm2.weight`), VISION_NORM_EPS), this.weights, `visual.${p}.mlp`));
+  /** x + attention(norm1(x)), then + down(silu(gate(norm2)) * up(norm2)). */
+  private block(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor): Tensor {
+    const h = x.add(this.attention(b, rmsNorm(x, b.norm1, VISION_NORM_EPS), cos, sin, mask));
+    const m = rmsNorm(h, b.norm2, VISION_NORM_EPS);
+    return h.add(linear(F.siluMul(linear(m, b.gate), linear(m, b.up)), b.down));
   }
 
-  private attention(p: string, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor): Tensor {
+  private attention(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor): Tensor {
     const c = this.config;
-    const n = x.shape[0]!;
-    const qkv = F.linear(x, this.w(`${p}.attn.qkv.weight`), this.w(`${p}.attn.qkv.bias`))
+    const [n] = dims2(x, "vision block input");
+    const qkv = linear(x, b.qkv)
       .reshape([n, 3, c.numHeads, c.headDim])
       .permute([1, 0, 2, 3]);
     // Rotary in float32, back to the compute dtype (as transformers does).
@@ -129,15 +171,14 @@ export class Qwen25VisionTower {
     const v = qkv.select(0, 2).transpose(0, 1).unsqueeze(0);
     const out = F.scaledDotProductAttention(q, k, v, { attnMask: mask, scale: c.headDim ** -0.5 });
     const merged = out.squeeze(0).transpose(0, 1).reshape([n, c.hiddenSize]);
-    return F.linear(merged, this.w(`${p}.attn.proj.weight`), this.w(`${p}.attn.proj.bias`));
+    return linear(merged, b.proj);
   }
 
   private merge(x: Tensor): Tensor {
     const c = this.config;
     const width = c.hiddenSize * c.spatialMergeSize ** 2;
-    const h = rmsNorm(x, this.w("merger.ln_q.weight"), VISION_NORM_EPS).reshape([-1, width]);
-    const a = F.gelu(F.linear(h, this.w("merger.mlp.0.weight"), this.w("merger.mlp.0.bias")));
-    return F.linear(a, this.w("merger.mlp.2.weight"), this.w("merger.mlp.2.bias"));
+    const h = rmsNorm(x, this.merger.norm, VISION_NORM_EPS).reshape([-1, width]);
+    return linear(F.gelu(linear(h, this.merger.fc1)), this.merger.fc2);
   }
 }
 
