@@ -18,7 +18,8 @@
  * are the `info.state` the env returned (reset's info, then each step's).
  */
 import type { StateRelation, StateRewardSpec } from "../../envs/_common/types.ts";
-import { parseWmSections, type CharSpan, type WmSection } from "../../envs/_common/wm-format.ts";
+import { VagenError } from "../core/errors.ts";
+import { parseWmSections, type CharSpan, type WmSection, type WmSections } from "../../envs/_common/wm-format.ts";
 import { enabledSections, needsJudge, type StateRewardConfig, type StateRewardSection } from "./config.ts";
 import { creditPosition } from "./credit.ts";
 import { groupedF1, rescaleAboveChance } from "./f1.ts";
@@ -101,7 +102,7 @@ export class StateRewardScorer {
     private readonly judge: Judge | null,
   ) {
     if (needsJudge(config) && enabledSections(config).length > 0 && !judge) {
-      throw new Error("StateRewardScorer: this config needs a judge (checkStateRewardSetup first)");
+      throw new VagenError("state_reward: this config needs a judge (judge_base_url and judge_model), but none was given", "run checkStateRewardSetup before building the scorer");
     }
   }
 
@@ -126,7 +127,7 @@ export class StateRewardScorer {
 
     turns.forEach((input, turn) => {
       const parsed = parseWmSections(input.response, { allowNativeThinking: true });
-      const gate = !parsed.formatCorrect ? "format" : enabled.some(({ section }) => parsed[SECTION_TAG[section]] === "") ? "missing_section" : "ok";
+      const gate = gateOf(parsed, enabled);
       const sections = enabled.map(({ section }, slot): SectionResult => {
         const gold = this.spec.relations(section === "state_estimation" ? input.stateBefore : input.stateAfter);
         const span = parsed.spans?.[SECTION_TAG[section]];
@@ -162,42 +163,40 @@ export class StateRewardScorer {
   }
 
   private score(result: SectionResult, item: WorkItem, reply: string | null, reward: number): void {
-    const { config, spec } = this;
-    if (config.method === "yes_no") {
-      if (reply === null) return void (result.status = "judge_failed");
-      const verdict = parseYesNo(reply);
-      if (verdict === null) {
-        this.stats.unparseable++;
-        return void (result.status = "unparseable");
-      }
-      Object.assign(result, { status: "scored", quality: verdict, score: reward * verdict });
+    const read = this.read(item, reply);
+    if ("status" in read) {
+      result.status = read.status;
+      if (read.status === "unparseable") this.stats.unparseable++;
       return;
     }
-
-    let predicted: StateRelation[];
-    if (config.scorer === "exact") {
-      predicted = spec.exactParser!(item.text);
-    } else {
-      if (reply === null) return void (result.status = "judge_failed");
-      const relations = parseRelationsReply(reply);
-      if (relations === null) {
-        this.stats.unparseable++;
-        return void (result.status = "unparseable");
-      }
-      predicted = relations;
-    }
-
-    result.predicted = predicted;
     result.status = "scored";
-    if (config.method === "paper_f1" && spec.paperF1 === "sokoban_repetition") {
-      const rule = config.repetition;
-      result.quality = sokobanPaperF1(predicted, item.gold).score;
-      result.score = reward * sokobanPaperScore(predicted, item.gold, item.text, this.tracker(result.section), rule);
+    const { config, spec } = this;
+    if ("verdict" in read) {
+      result.quality = read.verdict;
+      result.score = reward * read.verdict;
       return;
     }
-    result.quality = groupedF1(predicted, item.gold, spec.objectWeights);
-    const scaled = config.method === "paper_f1" ? result.quality : rescaleAboveChance(result.quality, config.score_base);
-    result.score = reward * scaled;
+    result.predicted = read.relations;
+    if (config.method === "paper_f1" && spec.paperF1 === "sokoban_repetition") {
+      result.quality = sokobanPaperF1(read.relations, item.gold).score;
+      result.score = reward * sokobanPaperScore(read.relations, item.gold, item.text, this.tracker(result.section), config.repetition);
+      return;
+    }
+    result.quality = groupedF1(read.relations, item.gold, spec.objectWeights);
+    // The chance floor is main's; the paper's F1 variants pay the F1 as it is.
+    result.score = reward * (config.method === "paper_f1" ? result.quality : rescaleAboveChance(result.quality, config.score_base));
+  }
+
+  /** What a section says: relations (judge or exact parser), a YES/NO verdict, or why there is nothing. */
+  private read(item: WorkItem, reply: string | null): { relations: StateRelation[] } | { verdict: 0 | 1 } | { status: "judge_failed" | "unparseable" } {
+    if (this.config.scorer === "exact" && this.config.method !== "yes_no") return { relations: this.spec.exactParser!(item.text) };
+    if (reply === null) return { status: "judge_failed" };
+    if (this.config.method === "yes_no") {
+      const verdict = parseYesNo(reply);
+      return verdict === null ? { status: "unparseable" } : { verdict };
+    }
+    const relations = parseRelationsReply(reply);
+    return relations === null ? { status: "unparseable" } : { relations };
   }
 
   private tracker(section: StateRewardSection): TopKStringTracker {
@@ -208,6 +207,12 @@ export class StateRewardScorer {
     }
     return tracker;
   }
+}
+
+/** Main's gates: the exact protocol first, then content in every enabled section. */
+function gateOf(parsed: WmSections, enabled: readonly { section: StateRewardSection }[]): TurnStateReward["gate"] {
+  if (!parsed.formatCorrect) return "format";
+  return enabled.some(({ section }) => parsed[SECTION_TAG[section]] === "") ? "missing_section" : "ok";
 }
 
 /**
