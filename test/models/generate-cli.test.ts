@@ -3,6 +3,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { main } from "../../src/cli/main.ts";
+import type { ChatMessage } from "../../src/core/chat.ts";
+import { loadEngine } from "../../src/engine/load.ts";
+import { readPng } from "../../src/models/image-io.ts";
 import { FIXTURE_DIR, refsJson } from "./fixture.ts";
 
 /** Run the CLI in-process and capture what it prints. */
@@ -42,6 +45,26 @@ describe("vagen generate", () => {
     const b = await run(args);
     expect(a.code).toBe(0);
     expect(JSON.parse(a.stdout).token_ids).toEqual(JSON.parse(b.stdout).token_ids);
+  });
+
+  test("generate samples as the engine does (serve and eval): same ids and log-probs for the same seed", async () => {
+    const image = join(FIXTURE_DIR, "images/a.png");
+    const prompt = "What is in this picture?";
+    const cli = await run(["generate", FIXTURE_DIR, "--prompt", prompt, "--image", image, "--max-tokens", "6", "--temperature", "0.8", "--top-p", "0.9", "--seed", "11", "--device", "cpu", "--json"]);
+    expect(cli.code).toBe(0);
+    const printed = JSON.parse(cli.stdout) as { token_ids: number[]; logprobs: number[] };
+    const loaded = loadEngine(FIXTURE_DIR, { device: "cpu", dtype: "f32", max_seq_len: 512, kv_cache_gib: 0.02, max_slots: 2 });
+    try {
+      const messages: ChatMessage[] = [{ role: "user", content: [{ type: "image", image: readPng(image) }, { type: "text", text: prompt }] }];
+      const direct = await loaded.engine.generate({
+        prompt: loaded.builder.buildPrompt(messages),
+        sampling: { temperature: 0.8, topP: 0.9, seed: 11, maxNewTokens: 6 },
+      });
+      expect(printed.token_ids).toEqual(direct.tokenIds);
+      printed.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(direct.logprobs[i]!, 5));
+    } finally {
+      await loaded.close();
+    }
   });
 
   test("bad flags and directories are one-line errors", async () => {
