@@ -11,7 +11,7 @@
  * `forwardBatch` chains them for a padded batch of mixed text and image prompts.
  */
 import * as torch from "../../torch/index.ts";
-import { dims3, type DType, type Device, type Tensor } from "../../torch/index.ts";
+import { dims2, dims3, type DType, type Device, type Tensor } from "../../torch/index.ts";
 import { VagenError } from "../../core/errors.ts";
 import { loadWeights, type Weights } from "../weights.ts";
 import { loadQwen25VLConfig, type Qwen25VLConfig } from "./config.ts";
@@ -89,7 +89,7 @@ export class Qwen25VLModel {
         source[b * T + t] = inputIds[b]![t] === imageId ? B * T + k++ : b * T + t;
       }
     }
-    const nFeatures = features ? features.shape[0]! : 0;
+    const nFeatures = features ? dims2(features, "image features")[0] : 0;
     if (k !== nFeatures) {
       throw new VagenError(
         `image features and image tokens do not match: ${k} image token(s) in the batch, ${nFeatures} image feature(s)`,

@@ -9,7 +9,7 @@
  * outputs are the same numbers either way up to GEMM rounding.
  */
 import * as torch from "../../torch/index.ts";
-import { F, type Tensor } from "../../torch/index.ts";
+import { F, dims2, type Tensor } from "../../torch/index.ts";
 import { requireWeight, type Weights } from "../weights.ts";
 
 interface Linear {
@@ -18,12 +18,17 @@ interface Linear {
 }
 
 export class PackedLinear {
+  /** Output features of each projection, in order. */
+  private readonly sizes: number[];
+
   private constructor(
     /** The packed weight (sum of out features, in features) and bias. */
     private readonly packed: Linear,
     /** Views into `packed`, one per projection, in order. */
     private readonly parts: readonly Linear[],
-  ) {}
+  ) {
+    this.sizes = parts.map((p) => dims2(p.weight, "projection weight")[0]);
+  }
 
   /**
    * Packs `${prefix}.weight` (and `.bias` with `bias: true`) of each prefix, in order, and
@@ -35,7 +40,7 @@ export class PackedLinear {
       const packed = torch.keep(torch.noGrad(() => torch.cat(sources, 0)));
       let row = 0;
       const views = names.map((n, i) => {
-        const rows = sources[i]!.shape[0]!;
+        const rows = sources[i]!.shape[0]!; // out features (weights) or their biases' length
         const view = torch.keep(packed.narrow(0, row, rows));
         weights.set(n, view);
         sources[i]!.dispose();
@@ -57,8 +62,7 @@ export class PackedLinear {
     if (torch.isGradEnabled()) return this.parts.map((p) => F.linear(x, p.weight, p.bias));
     const y = F.linear(x, this.packed.weight, this.packed.bias);
     let start = 0;
-    return this.parts.map((p) => {
-      const size = p.weight.shape[0]!;
+    return this.sizes.map((size) => {
       const part = y.narrow(-1, start, size);
       start += size;
       return part;
