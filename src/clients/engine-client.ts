@@ -61,7 +61,7 @@ export class EngineClient implements InferenceClient {
   openConversation(): ClientConversation {
     const codec = this.options.codec;
     if (!codec) throw new VagenError(`${this.description}: this engine client has no conversation codec, so it cannot keep token-level conversations`);
-    const conversation = new EngineConversation(this, new Conversation(codec), `episode-${this.nextSession++}`);
+    const conversation = new EngineConversation(this, codec, `episode-${this.nextSession++}`);
     this.openConversations.add(conversation);
     return conversation;
   }
@@ -136,12 +136,16 @@ export class EngineClient implements InferenceClient {
 /** A token-level conversation continued under one explicit engine session. */
 class EngineConversation implements ClientConversation {
   private released = false;
+  private readonly conversation: Conversation;
+  private firstMessage: ChatMessage | undefined;
 
   constructor(
     private readonly client: EngineClient,
-    private readonly conversation: Conversation,
+    private readonly codec: ConversationCodec,
     readonly id: string,
-  ) {}
+  ) {
+    this.conversation = new Conversation(codec);
+  }
 
   get length(): number {
     return this.conversation.length;
@@ -154,8 +158,26 @@ class EngineConversation implements ClientConversation {
 
   addMessages(messages: readonly ChatMessage[]): number {
     const before = this.conversation.length;
-    for (const message of messages) this.conversation.addMessage(message);
+    for (const message of messages) {
+      this.conversation.addMessage(message);
+      this.firstMessage ??= message;
+    }
     return this.conversation.length - before;
+  }
+
+  /**
+   * Measured on a scratch conversation that holds only this one's first message: a
+   * message's framing depends on what came before it only through whether it is the
+   * first (a default system prompt), as in Qwen's template; a template that frames later
+   * messages by more history would be measured approximately.
+   */
+  measure(messages: readonly ChatMessage[], options: { replyPrompt?: boolean } = {}): number {
+    const scratch = new Conversation(this.codec);
+    if (this.firstMessage) scratch.addMessage(this.firstMessage);
+    const before = scratch.length;
+    for (const message of messages) scratch.addMessage(message);
+    if (options.replyPrompt) scratch.beginReply();
+    return scratch.length - before;
   }
 
   async reply(sampling: SamplingParams, options: CreateOptions = {}): Promise<Completion> {

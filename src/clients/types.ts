@@ -74,6 +74,12 @@ export interface ClientConversation {
   /** Append messages the model did not write, each tokenized alone with the chat template's framing; returns how many tokens they took. */
   addMessages(messages: readonly ChatMessage[]): number;
   /**
+   * How many tokens `messages` would take if appended now, without appending them (for
+   * budgets: the room a pending observation or a summary request needs); with
+   * `replyPrompt`, the generation prompt that would follow them is counted too.
+   */
+  measure(messages: readonly ChatMessage[], options?: { replyPrompt?: boolean }): number;
+  /**
    * Generate the next reply: the template's generation prompt, then sampling from the
    * conversation as it stands. The completion's `tokenIds` and `logprobs` are the ids
    * now in the conversation.

@@ -20,8 +20,8 @@ import { abortError, isAbortError } from "../clients/errors.ts";
 import type { ChatMessage } from "../core/chat.ts";
 import type { Completion } from "../clients/types.ts";
 import { DEFAULT_IMAGE_PLACEHOLDER, observationToMessage, reportedSuccess } from "./observation.ts";
-import { TokenConversations, type TokenCall } from "./token-conversations.ts";
-import type { EpisodeFinishReason, EpisodeRecord, Harness, HarnessRunOptions, TurnRecord, UnusableReason } from "./types.ts";
+import { TokenConversations, type SummaryPolicy, type TokenCall } from "./token-conversations.ts";
+import type { EpisodeFinishReason, EpisodeRecord, EpisodeSummary, Harness, HarnessRunOptions, TurnRecord, UnusableReason } from "./types.ts";
 
 /** What a prompt policy can look at when building the next turn's messages. */
 export interface ConversationView {
@@ -32,6 +32,8 @@ export interface ConversationView {
   turns: ReadonlyArray<{ assistant: ChatMessage; observation: ChatMessage; record: TurnRecord }>;
   /** The observation the model must answer now (the initial one on turn 1). */
   current: ChatMessage;
+  /** The latest summary the model wrote (summarising harnesses), if any. */
+  summary?: EpisodeSummary;
 }
 
 export interface HarnessDefinition {
@@ -40,7 +42,16 @@ export interface HarnessDefinition {
   /** Whether `info.success` ends the episode even when the env does not say done. */
   stopOnSuccess: boolean;
   prompt(view: ConversationView): ChatMessage[];
+  /**
+   * Summarise-and-restart (VAGEN main's compact; token-level clients only): before a
+   * call that continues a conversation, the loop asks for a summary when the policy's
+   * budgets say so, closes that conversation, and builds the prompt again with `summary`
+   * in the view.
+   */
+  summary?: SummaryPolicy;
 }
+
+export type { SummaryPolicy };
 
 export function defineHarness(definition: HarnessDefinition): Harness {
   return {
@@ -106,11 +117,21 @@ async function runTurns(definition: HarnessDefinition, options: HarnessRunOption
   const initial = current;
   const history: { assistant: ChatMessage; observation: ChatMessage; record: TurnRecord }[] = [];
 
+  let summary: EpisodeSummary | undefined;
+
   for (let index = 1; index <= maxTurns; index++) {
     if (signal?.aborted) throw abortError(signal);
-    const prompt = definition.prompt({ system, initial, turns: history, current });
+    let prompt = definition.prompt({ system, initial, turns: history, current, summary });
     let call: TokenCall;
     try {
+      const summaryBudget = tokens && definition.summary ? tokens.summaryBudget(prompt, definition.summary, sampling) : undefined;
+      if (tokens && definition.summary && summaryBudget !== undefined) {
+        const written = await tokens.summarize(definition.summary.request, { ...sampling, maxTokens: summaryBudget }, signal);
+        if (written.kind === "stop") return finish(written.reason, undefined, written.unusable);
+        summary = { text: written.text, afterTurns: history.length, conversation: written.conversation };
+        (record.summaries ??= []).push(summary);
+        prompt = definition.prompt({ system, initial, turns: history, current, summary });
+      }
       call = tokens ? await tokens.send(prompt, sampling, signal) : messageCall(await client.create(prompt, sampling, { signal }));
     } catch (err) {
       if (isAbortError(err) || signal?.aborted) throw isAbortError(err) ? err : abortError(signal);

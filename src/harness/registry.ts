@@ -11,6 +11,7 @@ import { didYouMean } from "../config/index.ts";
 import { compactHarness } from "./compact.ts";
 import { concatHarness } from "./concat.ts";
 import { noConcatHarness } from "./no-concat.ts";
+import { summaryCompactHarness } from "./summary-compact.ts";
 import { defineHarness, runAgentLoop } from "./loop.ts";
 import { observationToMessage, reportedSuccess } from "./observation.ts";
 import type { Harness, HarnessFactory, HarnessKit } from "./types.ts";
@@ -21,6 +22,7 @@ const registry = new Map<string, HarnessFactory>([
   ["concat", () => concatHarness()],
   ["no_concat", () => noConcatHarness()],
   ["compact", (options) => compactHarness(options)],
+  ["summary_compact", (options) => summaryCompactHarness(options)],
 ]);
 
 export function registerHarness(name: string, factory: HarnessFactory): void {

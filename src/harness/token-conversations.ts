@@ -30,18 +30,33 @@ export type TokenCall =
     }
   | { kind: "stop"; reason: "no_room" | "empty_generation" | "unusable"; unusable?: UnusableReason };
 
+/** When a summarising harness compacts (VAGEN main's compact). */
+export interface SummaryPolicy {
+  /** The user message that asks for the summary. */
+  request: ChatMessage;
+  /** Tokens the summary may take; default max(1, min(per-turn limit, budget / 4)), budget = compactBudget or the row's response budget. */
+  summaryBudget?: number;
+  /** Also summarise once the conversation's tokens plus the last turn's cost reach this. */
+  compactBudget?: number;
+}
+
 interface OpenConversation {
   conversation: ClientConversation;
   ordinal: number;
   /** The messages it holds, in order (replies as the assistant objects handed out). */
   sent: ChatMessage[];
   replies: number;
+  /** Tokens the last continuing call added (its new messages, generation prompt and reply). */
+  lastTurnCost: number;
+  endsWithSummary: boolean;
 }
 
 export class TokenConversations {
   private open: OpenConversation | undefined;
   private readonly closed: EpisodeConversation[] = [];
   private opened = 0;
+  /** The last summarised conversation held at most one turn. */
+  private lastSummaryWasShort = false;
 
   constructor(
     private readonly client: InferenceClient,
@@ -49,8 +64,10 @@ export class TokenConversations {
   ) {}
 
   async send(messages: readonly ChatMessage[], sampling: SamplingParams, signal?: AbortSignal): Promise<TokenCall> {
+    const lengthBefore = this.open?.conversation.length ?? 0;
     const open = this.route(messages);
     const { conversation } = open;
+    const continuing = open.replies > 0;
     if (open.replies === 0 && this.limits.maxPromptLength !== undefined && conversation.length > this.limits.maxPromptLength) {
       return { kind: "stop", reason: "unusable", unusable: "context_too_large" };
     }
@@ -63,6 +80,7 @@ export class TokenConversations {
       maxTokens = Math.min(maxTokens ?? room, room);
     }
     const completion = await conversation.reply({ ...sampling, maxTokens }, { signal });
+    if (continuing) open.lastTurnCost = conversation.length - lengthBefore;
     const at = { conversation: open.ordinal, reply: open.replies++ };
     const assistant: ChatMessage = { role: "assistant", content: [{ type: "text", text: completion.text }] };
     open.sent.push(assistant);
@@ -70,6 +88,53 @@ export class TokenConversations {
     if (ids.some((id) => conversation.isVisionToken(id))) return { kind: "stop", reason: "unusable", unusable: "sampled_vision_token" };
     if (ids.length === 0) return { kind: "stop", reason: "empty_generation" };
     return { kind: "reply", completion, assistant, at };
+  }
+
+  /**
+   * Whether to summarise before sending `messages` (VAGEN main's compact), and with how
+   * many tokens: never on a conversation's opening call; otherwise when the row's
+   * response budget, after the pending messages and the room a summary needs (its
+   * budget and request), leaves no room for a generation, or when the conversation's
+   * tokens plus the last turn's cost reach `compactBudget`.
+   */
+  summaryBudget(messages: readonly ChatMessage[], policy: SummaryPolicy, sampling: SamplingParams): number | undefined {
+    const open = this.open;
+    if (!open || open.replies === 0 || !startsWith(messages, open.sent)) return undefined;
+    const budget = this.limits.maxResponseLength;
+    const scale = policy.compactBudget ?? budget;
+    if (scale === undefined) return undefined;
+    const { conversation } = open;
+    const summaryBudget = policy.summaryBudget ?? Math.max(1, Math.min(sampling.maxTokens ?? scale, Math.floor(scale / 4)));
+    let due = policy.compactBudget !== undefined && conversation.length + open.lastTurnCost >= policy.compactBudget;
+    if (!due && budget !== undefined) {
+      const pending = conversation.measure(messages.slice(open.sent.length));
+      // The summary needs its request, the generation prompt after it, and its own budget.
+      const reserve = summaryBudget + conversation.measure([policy.request], { replyPrompt: true });
+      due = generationLimit(budget, generationFloor(budget, sampling.maxTokens), conversation.responseLength, pending, reserve) === 0;
+    }
+    return due ? summaryBudget : undefined;
+  }
+
+  /**
+   * Ask for the summary in the open conversation (its tokens are sampled, so trained),
+   * then close that conversation as summarised. Two summarised conversations in a row
+   * of at most one turn each make the episode unusable: compaction is not making room.
+   */
+  async summarize(request: ChatMessage, sampling: SamplingParams, signal?: AbortSignal): Promise<{ kind: "summary"; text: string; conversation: number } | Extract<TokenCall, { kind: "stop" }>> {
+    const open = this.open;
+    if (!open) throw new Error("summarize() needs an open conversation");
+    const turns = open.replies;
+    if (turns <= 1 && this.lastSummaryWasShort) return { kind: "stop", reason: "unusable", unusable: "compaction_no_progress" };
+    open.conversation.addMessages([request]);
+    open.sent.push(request);
+    const completion = await open.conversation.reply(sampling, { signal });
+    open.replies++;
+    const ids = completion.tokenIds ?? [];
+    if (ids.some((id) => open.conversation.isVisionToken(id))) return { kind: "stop", reason: "unusable", unusable: "sampled_vision_token" };
+    this.lastSummaryWasShort = turns <= 1;
+    open.endsWithSummary = true;
+    this.closeOpen();
+    return { kind: "summary", text: completion.text, conversation: open.ordinal };
   }
 
   /** Release every conversation and return their records, in the order opened (idempotent). */
@@ -89,7 +154,7 @@ export class TokenConversations {
     }
     this.closeOpen();
     const conversation = this.client.openConversation!();
-    const next: OpenConversation = { conversation, ordinal: this.opened++, sent: [...messages], replies: 0 };
+    const next: OpenConversation = { conversation, ordinal: this.opened++, sent: [...messages], replies: 0, lastTurnCost: 0, endsWithSummary: false };
     conversation.addMessages(messages);
     this.open = next;
     return next;
@@ -100,7 +165,7 @@ export class TokenConversations {
     if (!open) return;
     this.open = undefined;
     open.conversation.release();
-    this.closed.push({ ordinal: open.ordinal, record: open.conversation.record(), endsWithSummary: false });
+    this.closed.push({ ordinal: open.ordinal, record: open.conversation.record(), endsWithSummary: open.endsWithSummary });
   }
 }
 

@@ -75,9 +75,20 @@ export interface EpisodeConversation {
  * Why an episode cannot be trained on (VAGEN's EpisodeUnusable); a rollout drops it
  * without failing the batch:
  * - context_too_large: an opening prompt is longer than the row's prompt budget;
- * - sampled_vision_token: the model wrote an image placeholder or vision marker id.
+ * - sampled_vision_token: the model wrote an image placeholder or vision marker id;
+ * - compaction_no_progress: two conversations in a row were summarised after one turn or
+ *   less (the budget cannot hold a turn beside a summary).
  */
-export type UnusableReason = "context_too_large" | "sampled_vision_token";
+export type UnusableReason = "context_too_large" | "sampled_vision_token" | "compaction_no_progress";
+
+/** A model-written summary that ended a conversation (summarising harnesses). */
+export interface EpisodeSummary {
+  text: string;
+  /** Env turns played before it; the conversation it opens continues from there. */
+  afterTurns: number;
+  /** Ordinal of the conversation it ended. */
+  conversation: number;
+}
 
 /**
  * How an episode ended:
@@ -108,6 +119,8 @@ export interface EpisodeRecord {
   unusable?: UnusableReason;
   /** Token-level episodes: every conversation, in the order opened (released by the time the record is returned). */
   conversations?: EpisodeConversation[];
+  /** Summaries written by the model (summarising harnesses), in order. */
+  summaries?: EpisodeSummary[];
 }
 
 export interface Harness {

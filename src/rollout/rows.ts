@@ -42,7 +42,7 @@ export interface RowBudgets {
 }
 
 /** Why an episode gave no rows. */
-export type DropReason = "context_too_large" | "sampled_vision_token" | "model_error" | "env_error" | "no_sampled_tokens";
+export type DropReason = "context_too_large" | "sampled_vision_token" | "compaction_no_progress" | "model_error" | "env_error" | "no_sampled_tokens";
 
 /**
  * What a turn earned beyond the env's reward (world-model section scores): per sampled

@@ -61,6 +61,7 @@ export class ScriptedClient implements InferenceClient {
     const client = this;
     const conversation = new Conversation(codec);
     const id = `scripted-${this.opened++}`;
+    let firstMessage: ChatMessage | undefined;
     return {
       id,
       get length() {
@@ -72,12 +73,25 @@ export class ScriptedClient implements InferenceClient {
       },
       addMessages(messages: readonly ChatMessage[]): number {
         const before = conversation.length;
-        for (const m of messages) conversation.addMessage(m);
+        for (const m of messages) {
+          conversation.addMessage(m);
+          firstMessage ??= m;
+        }
         return conversation.length - before;
       },
+      measure(messages: readonly ChatMessage[], options: { replyPrompt?: boolean } = {}): number {
+        const scratch = new Conversation(codec);
+        if (firstMessage) scratch.addMessage(firstMessage);
+        const before = scratch.length;
+        for (const m of messages) scratch.addMessage(m);
+        if (options.replyPrompt) scratch.beginReply();
+        return scratch.length - before;
+      },
       async reply(sampling: SamplingParams, _options?: CreateOptions): Promise<Completion> {
-        const next = typeof client.script === "function" ? client.script(conversation.record()) : client.script.shift();
-        if (!next) throw new Error("the script has no more replies");
+        const scripted = typeof client.script === "function" ? client.script(conversation.record()) : client.script.shift();
+        if (!scripted) throw new Error("the script has no more replies");
+        // As an engine would: a reply stops at the token limit.
+        const next = { ...scripted, tokenIds: scripted.tokenIds.slice(0, sampling.maxTokens ?? Infinity), logprobs: scripted.logprobs?.slice(0, sampling.maxTokens ?? Infinity) };
         client.calls.push({ conversation: id, maxTokens: sampling.maxTokens });
         conversation.beginReply();
         const logprobs = logprobsOf(next);
