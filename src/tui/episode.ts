@@ -39,7 +39,7 @@ export interface TurnView {
 }
 
 export interface EpisodeView {
-  /** `<tag>/seed_<seed>`, plus the step for training rollouts. */
+  /** Unique within a run: the folder's path under the run (with the step for training rollouts). */
   id: string;
   tag: string;
   seed: number;
@@ -95,7 +95,7 @@ function readJson<T>(path: string): T | undefined {
  * that does not parse). An episode that failed before it ran has metrics but no
  * messages: it is shown with its error and no turns.
  */
-export function loadEpisode(dir: string, step?: number): EpisodeView | undefined {
+export function loadEpisode(dir: string, step?: number, id?: string): EpisodeView | undefined {
   const metrics = readJson<EpisodeMetrics>(join(dir, "metrics.json"));
   if (!metrics) return undefined;
   const messages = existsSync(join(dir, "messages.json")) ? (readJson<DumpedMessage[]>(join(dir, "messages.json")) ?? []) : [];
@@ -122,7 +122,7 @@ export function loadEpisode(dir: string, step?: number): EpisodeView | undefined
     });
   });
   return {
-    id: step === undefined ? `${metrics.tag}/seed_${metrics.seed}` : `step ${step} ${metrics.tag}/seed_${metrics.seed}`,
+    id: id ?? (step === undefined ? `${metrics.tag}/seed_${metrics.seed}` : `step ${step} ${metrics.tag}/seed_${metrics.seed}`),
     tag: metrics.tag,
     seed: metrics.seed,
     step,

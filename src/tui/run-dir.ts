@@ -3,9 +3,10 @@
  * `vagen monitor`. Two layouts:
  *
  * - training runs: `metrics.jsonl` (one JSON object per step: `step` and verl's metric
- *   names, `val/...` entries on validation steps), `rollouts/step_<N>/<tag>/seed_<S>/`
- *   episode folders in eval's layout, `checkpoints/<global_step_N | step_N | best...>/`,
- *   and the run's `config.yaml`;
+ *   names, `val/...` entries on validation steps), episode folders under
+ *   `rollouts/step_<N>/` (the trainer's `<NNN>_<tag>_seed<S>_traj<T>/`, or eval's
+ *   `<tag>/seed_<S>/`), `checkpoints/<step_N | global_step_N | best...>/`, and the run's
+ *   `config.yaml`;
  * - eval runs: `config.yaml`, `<tag>/seed_<S>/` episode folders and, once finished,
  *   `summary.json` (src/evaluation/layout.ts).
  *
@@ -187,7 +188,33 @@ export class RunDirReader {
       .filter((s): s is { name: string; step: number } => s.step !== undefined)
       .sort((a, b) => a.step - b.step)
       .slice(-ROLLOUT_STEPS_LOADED);
-    return steps.flatMap(({ name, step }) => this.newEpisodesUnder(join(root, name), step).map((e) => e.loaded));
+    return steps.flatMap(({ name, step }) => {
+      const stepDir = join(root, name);
+      // The trainer's flat folders first, then any in eval's <tag>/seed_<S> layout.
+      const flat = listDirs(stepDir)
+        .filter((child) => existsSync(join(stepDir, child, "metrics.json")))
+        .sort()
+        .flatMap((child) => this.newEpisode(join(stepDir, child), `step ${step} ${child}`, step));
+      return [...flat, ...this.newEpisodesUnder(stepDir, step)].map((e) => e.loaded);
+    });
+  }
+
+  /** The episode in `dir` if it is finished and was not reported before. */
+  private newEpisode(dir: string, id: string, step?: number): { outcome: DashboardEvent; loaded: DashboardEvent }[] {
+    if (this.seen.has(dir)) return [];
+    const episode = loadEpisode(dir, step, id);
+    if (!episode) return []; // not finished yet
+    this.seen.add(dir);
+    const outcome = {
+      tag: episode.tag,
+      seed: episode.seed,
+      success: episode.success,
+      cumulative_reward: episode.reward,
+      num_turns: episode.turns.length,
+      finish_reason: episode.finishReason,
+      error: episode.error === undefined ? undefined : { message: episode.error },
+    };
+    return [{ outcome: { type: "eval_episode", outcome }, loaded: { type: "episode_loaded", episode } }];
   }
 
   private newEvalEpisodes(): DashboardEvent[] {
@@ -203,21 +230,8 @@ export class RunDirReader {
         .filter((s): s is { name: string; seed: number } => s.seed !== undefined)
         .sort((a, b) => a.seed - b.seed);
       for (const { name } of seeds) {
-        const dir = join(root, tag, name);
-        if (this.seen.has(dir)) continue;
-        const episode = loadEpisode(dir, step);
-        if (!episode) continue; // not finished yet
-        this.seen.add(dir);
-        const outcome = {
-          tag: episode.tag,
-          seed: episode.seed,
-          success: episode.success,
-          cumulative_reward: episode.reward,
-          num_turns: episode.turns.length,
-          finish_reason: episode.finishReason,
-          error: episode.error === undefined ? undefined : { message: episode.error },
-        };
-        found.push({ outcome: { type: "eval_episode", outcome }, loaded: { type: "episode_loaded", episode } });
+        const id = step === undefined ? `${tag}/${name}` : `step ${step} ${tag}/${name}`;
+        found.push(...this.newEpisode(join(root, tag, name), id, step));
       }
     }
     return found;

@@ -91,7 +91,7 @@ describe("train view", () => {
 });
 
 describe("episode viewer", () => {
-  const episodes: DashboardEvent[] = ["frozenlake_text/seed_1", "sokoban_vision/seed_0"].map((path) => ({
+  const episodes: DashboardEvent[] = ["001_frozenlake_text_seed1_traj0", "000_sokoban_vision_seed0_traj0"].map((path) => ({
     type: "episode_loaded",
     episode: loadEpisode(join(FIXTURE, "train", "rollouts", "step_6", path), 6)!,
   }));

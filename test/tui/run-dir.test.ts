@@ -38,7 +38,18 @@ describe("training run directory", () => {
     expect(events.filter((e) => e.type === "checkpoint_saved").map((e) => e.step)).toEqual([3, 6]);
     const episodes = events.flatMap((e) => (e.type === "episode_loaded" ? [e.episode] : []));
     // step_1 is older than the two newest rollout steps (5 and 6), so it is not loaded.
-    expect(episodes.map((e) => e.id)).toEqual(["step 5 frozenlake_text/seed_1", "step 5 sokoban_vision/seed_0", "step 6 frozenlake_text/seed_1", "step 6 sokoban_vision/seed_0"]);
+    expect(episodes.map((e) => e.id)).toEqual([
+      "step 5 000_sokoban_vision_seed0_traj0",
+      "step 5 001_frozenlake_text_seed1_traj0",
+      "step 6 000_sokoban_vision_seed0_traj0",
+      "step 6 001_frozenlake_text_seed1_traj0",
+    ]);
+    expect(episodes.map((e) => [e.tag, e.seed, e.step])).toEqual([
+      ["sokoban_vision", 0, 5],
+      ["frozenlake_text", 1, 5],
+      ["sokoban_vision", 0, 6],
+      ["frozenlake_text", 1, 6],
+    ]);
     // Nothing new: nothing reported twice.
     expect(reader.poll()).toEqual([]);
   });
@@ -60,10 +71,22 @@ describe("training run directory", () => {
     const reader = new RunDirReader(dir);
     reader.poll();
     cpSync(join(dir, "rollouts", "step_6"), join(dir, "rollouts", "step_7"), { recursive: true });
-    cpSync(join(dir, "checkpoints", "global_step_6"), join(dir, "checkpoints", "global_step_7"), { recursive: true });
+    cpSync(join(dir, "checkpoints", "step_6"), join(dir, "checkpoints", "step_7"), { recursive: true });
+    // A checkpoint still being written has a temporary name and is not reported.
+    cpSync(join(dir, "checkpoints", "step_6"), join(dir, "checkpoints", ".tmp-step_8-123"), { recursive: true });
     const events = reader.poll();
     expect(typesOf(events)).toEqual(["checkpoint_saved", "episode_loaded", "episode_loaded"]);
+    expect(events[0]).toMatchObject({ step: 7, path: join(dir, "checkpoints", "step_7"), bestActor: false });
     expect(events.flatMap((e) => (e.type === "episode_loaded" ? [e.episode.step] : []))).toEqual([7, 7]);
+  });
+
+  test("rollouts in eval's <tag>/seed_<S> layout are read too", () => {
+    const dir = copyOf("train");
+    const reader = new RunDirReader(dir);
+    reader.poll();
+    cpSync(join(FIXTURE, "eval", "sokoban_vision", "seed_1"), join(dir, "rollouts", "step_8", "sokoban_vision", "seed_1"), { recursive: true });
+    const loaded = reader.poll().flatMap((e) => (e.type === "episode_loaded" ? [e.episode] : []));
+    expect(loaded.map((e) => [e.id, e.step, e.turns.length])).toEqual([["step 8 sokoban_vision/seed_1", 8, 2]]);
   });
 });
 
@@ -110,7 +133,7 @@ describe("eval run directory", () => {
 
 describe("episode folders", () => {
   test("turns with parts, actions and the reward split", () => {
-    const episode = loadEpisode(join(FIXTURE, "train", "rollouts", "step_6", "sokoban_vision", "seed_0"), 6)!;
+    const episode = loadEpisode(join(FIXTURE, "train", "rollouts", "step_6", "000_sokoban_vision_seed0_traj0"), 6)!;
     expect(episode.turns).toHaveLength(2);
     const turn = episode.turns[0]!;
     expect(turn.parts.map((p) => p.kind)).toEqual(["perception", "think", "prediction", "answer"]);

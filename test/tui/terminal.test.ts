@@ -22,9 +22,12 @@ afterAll(() => {
 
 /**
  * Run `args` on an 80x24 pseudo-terminal. `keys` are typed one after another, each once
- * the output shows its `after` text; returns everything the terminal received.
+ * the output shows its `after` text (Ink rewrites only the changed part of a line, so
+ * `after` must be text that changed). Returns everything the terminal received; a run
+ * still going after `limitMs` is killed so a missed key fails the assertions, not the
+ * test runner's timeout.
  */
-async function onTerminal(args: string[], keys: { after: string; type: string }[] = []): Promise<{ code: number; output: string }> {
+async function onTerminal(args: string[], keys: { after: string; type: string }[] = [], limitMs = 20_000): Promise<{ code: number; output: string }> {
   const command = `stty cols 80 rows 24; exec ${[BINARY, ...args].map((a) => `'${a}'`).join(" ")}`;
   const proc = Bun.spawn(["script", "-qfec", command, "/dev/null"], {
     cwd: tmpdir(),
@@ -33,6 +36,7 @@ async function onTerminal(args: string[], keys: { after: string; type: string }[
     stdout: "pipe",
     stderr: "pipe",
   });
+  const killer = setTimeout(() => proc.kill(), limitMs);
   let output = "";
   const pending = [...keys];
   const decoder = new TextDecoder();
@@ -43,7 +47,9 @@ async function onTerminal(args: string[], keys: { after: string; type: string }[
       proc.stdin.flush();
     }
   }
-  return { code: await proc.exited, output };
+  const code = await proc.exited;
+  clearTimeout(killer);
+  return { code, output };
 }
 
 describe.skipIf(!haveBinary || !haveScript)("the dashboard in the compiled binary", () => {
@@ -64,14 +70,18 @@ describe.skipIf(!haveBinary || !haveScript)("the dashboard in the compiled binar
       ["monitor", join(FIXTURE, "train"), "--image", "blocks"],
       [
         { after: "1 overview", type: "2" },
-        { after: "episode 4/4", type: "\x1b[B" },
-        { after: "turn 1/2", type: "q" },
+        // The newest episode first, then one back, then its first turn.
+        { after: "001_frozenlake_text_seed1_traj0", type: "\x1b[D" },
+        { after: "000_sokoban_vision_seed0_traj0", type: "\x1b[B" },
+        { after: "answer: Down", type: "q" },
       ],
     );
     expect(code).toBe(0);
     expect(output).toContain(ENTER_ALTERNATE_SCREEN);
     expect(output).toContain("vagen monitor train");
     expect(output).toContain("step 6/10");
+    expect(output).toContain("episode 4/4");
+    expect(output).toContain("turn 1/2");
     expect(output).toContain("answer: Down");
     expect(output).toContain("world-model 0.0300");
     // Half-block pixels of the observation image.
@@ -110,9 +120,8 @@ describe.skipIf(!haveBinary || !haveScript)("the dashboard in the compiled binar
       join(ROOT, "examples", "eval", "quickstart.yaml"),
       `output_dir=${out}`,
       "envs.sokoban_vision.episodes=1",
-      "envs.frozenlake_text.episodes=1",
       "envs.sokoban_vision.max_turns=1",
-      "envs.frozenlake_text.max_turns=1",
+      "~envs.frozenlake_text",
       "--no-tui",
     ]);
     expect(code).toBe(0);
