@@ -11,9 +11,12 @@
  *
  * Before each generation the row's response budget decides the room left
  * (generation-limit.ts); after it, a reply that holds vision ids makes the episode
- * unusable and an empty reply ends it.
+ * unusable and an empty reply ends it. A seeded episode samples each call with its own
+ * seed, derived from the episode's and the call's number (as VAGEN derives one per
+ * call), so turns do not replay the same random draws.
  */
 import type { ClientConversation, Completion, InferenceClient, SamplingParams } from "../clients/types.ts";
+import { blake2b } from "../core/blake2b.ts";
 import type { ChatMessage } from "../core/chat.ts";
 import { generationFloor, generationLimit } from "./generation-limit.ts";
 import type { EpisodeConversation, RowLimits, UnusableReason } from "./types.ts";
@@ -57,6 +60,8 @@ export class TokenConversations {
   private opened = 0;
   /** The last summarised conversation held at most one turn. */
   private lastSummaryWasShort = false;
+  /** Model calls made so far (replies and summaries). */
+  private calls = 0;
 
   constructor(
     private readonly client: InferenceClient,
@@ -79,7 +84,7 @@ export class TokenConversations {
       if (room === 0) return { kind: "stop", reason: "no_room" };
       maxTokens = Math.min(maxTokens ?? room, room);
     }
-    const completion = await conversation.reply({ ...sampling, maxTokens }, { signal });
+    const completion = await conversation.reply(this.callSampling({ ...sampling, maxTokens }), { signal });
     if (continuing) open.lastTurnCost = conversation.length - lengthBefore;
     const at = { conversation: open.ordinal, reply: open.replies++ };
     const assistant: ChatMessage = { role: "assistant", content: [{ type: "text", text: completion.text }] };
@@ -127,7 +132,7 @@ export class TokenConversations {
     if (turns <= 1 && this.lastSummaryWasShort) return { kind: "stop", reason: "unusable", unusable: "compaction_no_progress" };
     open.conversation.addMessages([request]);
     open.sent.push(request);
-    const completion = await open.conversation.reply(sampling, { signal });
+    const completion = await open.conversation.reply(this.callSampling(sampling), { signal });
     open.replies++;
     const ids = completion.tokenIds ?? [];
     if (ids.some((id) => open.conversation.isVisionToken(id))) return { kind: "stop", reason: "unusable", unusable: "sampled_vision_token" };
@@ -141,6 +146,11 @@ export class TokenConversations {
   close(): EpisodeConversation[] {
     this.closeOpen();
     return this.closed;
+  }
+
+  private callSampling(sampling: SamplingParams): SamplingParams {
+    const call = this.calls++;
+    return sampling.seed === undefined ? sampling : { ...sampling, seed: callSeed(sampling.seed, call) };
   }
 
   /** The open conversation continued with the new messages, or a fresh one holding them all. */
@@ -167,6 +177,12 @@ export class TokenConversations {
     open.conversation.release();
     this.closed.push({ ordinal: open.ordinal, record: open.conversation.record(), endsWithSummary: open.endsWithSummary });
   }
+}
+
+/** A 31-bit seed for call `call` of an episode seeded with `seed`. */
+export function callSeed(seed: number, call: number): number {
+  const digest = blake2b(new TextEncoder().encode(`${seed}:${call}`), 4);
+  return new DataView(digest.buffer, digest.byteOffset, 4).getUint32(0) & 0x7fffffff;
 }
 
 function startsWith(messages: readonly ChatMessage[], prefix: readonly ChatMessage[]): boolean {

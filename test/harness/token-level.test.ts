@@ -9,6 +9,7 @@ import { compactHarness } from "../../src/harness/compact.ts";
 import { concatHarness } from "../../src/harness/concat.ts";
 import { generationFloor, generationLimit } from "../../src/harness/generation-limit.ts";
 import { defineHarness } from "../../src/harness/loop.ts";
+import { callSeed } from "../../src/harness/token-conversations.ts";
 import { IM_END, ScriptedClient, ScriptedEnv, t, text } from "../rollout/scripted.ts";
 
 const up = () => ({ tokenIds: [...t("Up"), IM_END] });
@@ -67,6 +68,18 @@ describe("the loop's conversations", () => {
     });
     await rebuilt.runEpisode({ env: threeTurns(), client, seed: 0, maxTurns: 5, sampling: {} });
     expect(client.calls.map((c) => c.conversation)).toEqual(["scripted-0", "scripted-1", "scripted-2"]);
+  });
+
+  test("a seeded episode samples each call with its own derived seed, the same on every run", async () => {
+    const run = async () => {
+      const client = new ScriptedClient(up);
+      await concatHarness().runEpisode({ env: threeTurns(), client, seed: 0, maxTurns: 5, sampling: { seed: 42 } });
+      return client.calls.map((c) => c.seed!);
+    };
+    const seeds = await run();
+    expect(seeds).toEqual([callSeed(42, 0), callSeed(42, 1), callSeed(42, 2)]);
+    expect(new Set(seeds).size).toBe(3);
+    expect(await run()).toEqual(seeds);
   });
 
   test("tokenLevel: false sends whole message lists through create", async () => {

@@ -46,7 +46,7 @@ function logprobsOf(reply: ScriptedReply): number[] {
  */
 export class ScriptedClient implements InferenceClient {
   readonly description = "scripted";
-  readonly calls: { conversation: string; maxTokens?: number }[] = [];
+  readonly calls: { conversation: string; maxTokens?: number; seed?: number }[] = [];
   readonly released: string[] = [];
   private opened = 0;
 
@@ -92,7 +92,7 @@ export class ScriptedClient implements InferenceClient {
         if (!scripted) throw new Error("the script has no more replies");
         // As an engine would: a reply stops at the token limit.
         const next = { ...scripted, tokenIds: scripted.tokenIds.slice(0, sampling.maxTokens ?? Infinity), logprobs: scripted.logprobs?.slice(0, sampling.maxTokens ?? Infinity) };
-        client.calls.push({ conversation: id, maxTokens: sampling.maxTokens });
+        client.calls.push({ conversation: id, maxTokens: sampling.maxTokens, ...(sampling.seed === undefined ? {} : { seed: sampling.seed }) });
         conversation.beginReply();
         const logprobs = logprobsOf(next);
         conversation.addReply({ tokenIds: next.tokenIds, logprobs, finishReason: next.finishReason ?? "stop" });
