@@ -6,8 +6,9 @@
  * The seeding of env specs (`planEnvSpecs`) is shared with the trainer's dataset of env
  * specs, so `seed: [lo, hi, k]` means the same seeds in `vagen eval` and `vagen train`.
  *
- * This module's runtime imports are src/core and src/clients only, so the trainer (a
- * sibling of evaluation in the layers) can import it without pulling in the eval runner.
+ * Its runtime imports are src/core, src/clients (sampling) and the eval folder layout,
+ * so the trainer (a sibling of evaluation in the layers: a sideways import, not an
+ * upward one) can use it without pulling in the eval runner, envs or harnesses.
  */
 import { toSamplingParams } from "../clients/config.ts";
 import type { SamplingParams } from "../clients/types.ts";
