@@ -34,6 +34,7 @@ import {
 import { VagenError } from "../core/errors.ts";
 import { normalizeSeedDirective, seedDirectiveProblem } from "../core/seeds.ts";
 import { algorithmParamsSchema, estimatorNames, getEstimator, KL_PENALTIES, LOSS_AGG_MODES, POLICY_LOSS_MODES, validateEstimatorSetup, type ResolvedEstimator } from "../algorithms/index.ts";
+import { EngineSettings } from "../engine/index.ts";
 import { createHarness, isImportPath as isHarnessImportPath } from "../harness/registry.ts";
 
 const positiveInt = (what: string) => v.pipe(v.number(), v.integer(`${what}: an integer`), v.minValue(1, `${what} >= 1`));
@@ -112,8 +113,8 @@ export const RolloutSection = v.strictObject({
    * top_p 1): then the two agree up to kernel rounding and the forward is saved.
    */
   use_engine_logprobs: v.optional(v.boolean(), false),
-  /** Episodes running at once. */
-  max_concurrent_episodes: v.optional(positiveInt("max_concurrent_episodes"), 64),
+  /** The in-process engine that generates with the actor's weights (device and dtype are the model's). */
+  engine: v.optional(v.omit(EngineSettings, ["device", "dtype", "seed"]), {}),
 });
 
 export const KlCtrlSection = v.strictObject({
@@ -188,7 +189,8 @@ export const CriticSection = v.strictObject({
 export const FilterSection = v.strictObject({
   enable: v.optional(v.boolean(), false),
   name: v.optional(v.picklist(["reward_variance", "reward_variance_top_p"]), "reward_variance_top_p"),
-  filter_kwargs: v.optional(v.strictObject({ top_p: v.optional(unit, 0.9) }), {}),
+  /** reward_variance_top_p reads top_p, reward_variance reads topk (VAGEN's names). */
+  filter_kwargs: v.optional(v.strictObject({ top_p: v.optional(unit, 0.9), topk: v.optional(unit, 0.2) }), {}),
 });
 
 export const TrainerSection = v.strictObject({

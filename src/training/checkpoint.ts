@@ -1,0 +1,151 @@
+/**
+ * Checkpoints that survive kill -9. A checkpoint is a directory
+ *
+ *   checkpoints/step_<N>/
+ *     actor/model*.safetensors       the policy's weights (Hugging Face names)
+ *     actor/optimizer.safetensors    AdamW moments, with step and lr in the metadata
+ *     critic/...                     the same for the critic (with value_head.*), if any
+ *     state.json                     step, data position, schedulers, RNG, KL coefficient, best validation
+ *
+ * written into a temporary sibling, every file fsynced, then renamed into place and the
+ * parent fsynced. A directory named step_<N> is therefore complete, and resuming takes the
+ * newest one; a crash mid-write leaves only a temporary, removed on the next start. The
+ * newest `keep` checkpoints stay; older ones go after a new one is in place.
+ */
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import * as torch from "../torch/index.ts";
+import { safetensors, type Tensor } from "../torch/index.ts";
+import { VagenError } from "../core/errors.ts";
+import type { DatasetPosition } from "./dataset.ts";
+
+const STEP_DIR = /^step_(\d+)$/;
+
+/** What state.json holds. */
+export interface TrainerState {
+  step: number;
+  data: DatasetPosition;
+  /** LR scheduler positions. */
+  actorSchedulerStep: number;
+  criticSchedulerStep?: number;
+  /** The adaptive KL controller's coefficient. */
+  klCoef: number;
+  /** Best mean validation reward so far (null: none yet). */
+  bestValReward: number | null;
+  /** libtorch's default CPU generator, hex. */
+  torchRngState: string;
+}
+
+/** One model's part of a checkpoint: weights and the optimizer's state. */
+export interface ModelPart {
+  weights: Map<string, Tensor>;
+  optimizer: { tensors: Record<string, Tensor>; metadata: Record<string, string> };
+}
+
+export function stepDirName(step: number): string {
+  return `step_${step}`;
+}
+
+/** Complete checkpoints under `root`, oldest first. */
+export function listCheckpoints(root: string): { step: number; path: string }[] {
+  if (!existsSync(root)) return [];
+  return readdirSync(root)
+    .flatMap((name) => {
+      const m = STEP_DIR.exec(name);
+      return m && existsSync(join(root, name, "state.json")) ? [{ step: Number(m[1]), path: join(root, name) }] : [];
+    })
+    .sort((a, b) => a.step - b.step);
+}
+
+export function latestCheckpoint(root: string): string | undefined {
+  return listCheckpoints(root).at(-1)?.path;
+}
+
+/** Temporaries of a run that died mid-save. */
+export function removeStaleCheckpointTemporaries(root: string): void {
+  if (!existsSync(root)) return;
+  for (const name of readdirSync(root)) if (name.startsWith(".tmp-")) rmSync(join(root, name), { recursive: true, force: true });
+}
+
+function fsyncPath(path: string): void {
+  const fd = openSync(path, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function writePart(dir: string, part: ModelPart): void {
+  mkdirSync(dir, { recursive: true });
+  safetensors.saveSharded(dir, part.weights);
+  safetensors.save(join(dir, "optimizer.safetensors"), part.optimizer.tensors, part.optimizer.metadata);
+  for (const name of readdirSync(dir)) fsyncPath(join(dir, name));
+  fsyncPath(dir);
+}
+
+/**
+ * Writes a checkpoint for `state.step` under `root` atomically and prunes to `keep`.
+ * Returns its path. A failure (a full disk) removes the temporary and leaves every
+ * earlier checkpoint as it was.
+ */
+export function saveCheckpoint(root: string, parts: { actor: ModelPart; critic?: ModelPart }, state: TrainerState, keep: number): string {
+  mkdirSync(root, { recursive: true });
+  const final = join(root, stepDirName(state.step));
+  const tmp = join(root, `.tmp-${stepDirName(state.step)}-${process.pid}`);
+  rmSync(tmp, { recursive: true, force: true });
+  try {
+    writePart(join(tmp, "actor"), parts.actor);
+    if (parts.critic) writePart(join(tmp, "critic"), parts.critic);
+    const statePath = join(tmp, "state.json");
+    writeFileSync(statePath, `${JSON.stringify(state, null, 2)}\n`);
+    fsyncPath(statePath);
+    fsyncPath(tmp);
+    rmSync(final, { recursive: true, force: true });
+    renameSync(tmp, final);
+    fsyncPath(root);
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw new VagenError(`could not save checkpoint ${final}: ${(err as Error).message}`, "earlier checkpoints are untouched; free disk space and resume");
+  }
+  for (const old of listCheckpoints(root).slice(0, -keep)) rmSync(old.path, { recursive: true, force: true });
+  return final;
+}
+
+export function readTrainerState(checkpoint: string): TrainerState {
+  const path = join(checkpoint, "state.json");
+  if (!existsSync(path)) throw new VagenError(`${checkpoint}: not a complete checkpoint (no state.json)`);
+  return JSON.parse(readFileSync(path, "utf8")) as TrainerState;
+}
+
+/** Copies a checkpoint part's weights into live tensors (in place, so every view sees them) and returns the optimizer state. */
+export function loadPart(dir: string, into: Map<string, Tensor>): { tensors: Map<string, Tensor>; metadata: Record<string, string> } {
+  const stored = existsSync(join(dir, safetensors.INDEX_FILE)) ? safetensors.loadSharded(dir) : safetensors.load(join(dir, "model.safetensors"));
+  try {
+    for (const [name, t] of into) {
+      const src = stored.get(name);
+      if (!src) throw new VagenError(`${dir}: checkpoint lacks weight "${name}"`);
+      torch.noGrad(() => t.copy_(src));
+    }
+  } finally {
+    for (const t of stored.values()) t.dispose();
+  }
+  const optPath = join(dir, "optimizer.safetensors");
+  const header = safetensors.readHeader(optPath);
+  return { tensors: safetensors.load(optPath), metadata: header.metadata };
+}
+
+/** The default CPU generator's state as hex, and back. */
+export function torchRngHex(): string {
+  const t = torch.getRngState("cpu");
+  const hex = Buffer.from(t.toArray() as Uint8Array).toString("hex");
+  t.dispose();
+  return hex;
+}
+
+export function restoreTorchRng(hex: string): void {
+  const bytes = Uint8Array.from(Buffer.from(hex, "hex"));
+  const t = torch.tensor(bytes, [bytes.length], { dtype: "u8" });
+  torch.setRngState(t, "cpu");
+  t.dispose();
+}
