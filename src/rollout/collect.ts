@@ -45,8 +45,10 @@ export interface CollectOptions {
   maxTurns: number;
   budgets?: RowBudgets;
   /**
-   * Makes episodes reproducible: each episode samples with its own seed, derived from
-   * this one and the episode's identity, and its id is derived instead of random.
+   * Makes episodes reproducible (VAGEN's rollout.full_determinism): each episode's id is
+   * derived from this seed, its item and its rollout index instead of random, and it
+   * samples with a seed derived from that id (then one per model call). Give each step
+   * its own (trainer seed + step, say), or every step replays the same draws.
    */
   seed?: number;
   /** Builds an episode's env (default: the env registry's `createEnv`). */
