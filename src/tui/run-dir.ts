@@ -76,7 +76,7 @@ function meanValidationReward(metrics: Record<string, number>): number {
 }
 
 export class RunDirReader {
-  readonly kind: RunKind;
+  private runKind: RunKind;
   private opened = false;
   private metricsOffset = 0;
   private partialLine = "";
@@ -87,21 +87,31 @@ export class RunDirReader {
 
   constructor(readonly dir: string) {
     if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new Error(`${dir}: no such run directory`);
-    this.kind = detectRunKind(dir);
+    this.runKind = detectRunKind(dir);
+  }
+
+  /** What the directory holds; "unknown" until a run has written something recognisable. */
+  get kind(): RunKind {
+    return this.runKind;
   }
 
   /** Events for everything that appeared since the last call (everything, the first time). */
   poll(): DashboardEvent[] {
     const events: DashboardEvent[] = [];
+    if (this.runKind === "unknown") {
+      // Watching a directory before the run has written to it: look again each time.
+      this.runKind = detectRunKind(this.dir);
+      if (this.runKind !== "unknown") this.opened = false;
+    }
     if (!this.opened) {
       this.opened = true;
       const config = readYaml(join(this.dir, "config.yaml"));
-      events.push({ type: "run_dir_opened", kind: this.kind, outputDir: this.dir, totalSteps: totalStepsOf(config) });
-      if (this.kind === "eval") events.push(this.evalStarted(config));
+      events.push({ type: "run_dir_opened", kind: this.runKind, outputDir: this.dir, totalSteps: totalStepsOf(config) });
+      if (this.runKind === "eval") events.push(this.evalStarted(config));
     }
-    if (this.kind === "train") {
+    if (this.runKind === "train") {
       events.push(...this.newMetrics(), ...this.newCheckpoints(), ...this.newRolloutEpisodes());
-    } else if (this.kind === "eval") {
+    } else if (this.runKind === "eval") {
       events.push(...this.newEvalEpisodes(), ...this.evalEnd());
     }
     return events;

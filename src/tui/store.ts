@@ -10,7 +10,7 @@ export class DashboardStore {
   private state: DashboardState;
   private readonly listeners = new Set<() => void>();
   private timer: ReturnType<typeof setTimeout> | undefined;
-  private lastNotified = 0;
+  private lastNotified = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly intervalMs = 100,

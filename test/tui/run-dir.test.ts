@@ -155,3 +155,19 @@ describe("episode folders", () => {
     expect(episode.turns[0]!.images).toEqual([]);
   });
 });
+
+describe("watching before the run starts", () => {
+  test("an empty directory is read again until a run shows up in it", () => {
+    const dir = mkdtempSync(join(tmpdir(), "vagen-monitor-"));
+    temporaries.push(dir);
+    const reader = new RunDirReader(dir);
+    expect(reader.poll()).toEqual([{ type: "run_dir_opened", kind: "unknown", outputDir: dir, totalSteps: undefined }]);
+    expect(reader.poll()).toEqual([]);
+    appendFileSync(join(dir, "metrics.jsonl"), '{"step": 1, "actor/entropy": 2}\n');
+    expect(reader.poll()).toEqual([
+      { type: "run_dir_opened", kind: "train", outputDir: dir, totalSteps: undefined },
+      { type: "metrics", step: 1, metrics: { "actor/entropy": 2 } },
+    ]);
+    expect(reader.kind).toBe("train");
+  });
+});
