@@ -6,12 +6,12 @@
  * compile instant; the libraries loaded are real.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chooseShim } from "../../src/shim/choose.ts";
 import { embedded } from "../../src/shim/embedded.ts";
-import { findLibtorch, type Libtorch } from "../../src/shim/libtorch.ts";
+import { findLibtorch, libtorchLibraries, type Libtorch } from "../../src/shim/libtorch.ts";
 import { ABI_VERSION } from "../../src/torch/native-symbols.ts";
 import { torchInfo } from "../../src/torch/index.ts";
 import { fakeCompiler } from "./fake-toolchain.ts";
@@ -27,7 +27,7 @@ let saved: Record<string, string | undefined>;
 beforeAll(() => {
   real = findLibtorch();
   realShim = torchInfo().shim; // the shim this test process runs on: what the stand-in compiler "links"
-});
+}, 60_000);
 
 /**
  * A libtorch that is this machine's, under another name: its lib/ and include/ are
@@ -120,9 +120,14 @@ describe("choosing a shim", () => {
 });
 
 describe("loading", () => {
-  // A process loads its shim once, so each load runs in a child: its shim's source and reason.
-  function load(): { source: string; reason: string; stderr: string } {
-    const script = `import("${join(ROOT, "src/torch/index.ts")}").then((t) => { const i = t.torchInfo(); console.log(JSON.stringify({ source: i.shimSource, reason: i.shimReason })); })`;
+  // A process loads its shim once, so each load runs in a child: its shim's source and
+  // reason, and the libtorch files mapped into it.
+  function load(): { source: string; reason: string; stderr: string; mapped: string[] } {
+    const script = `import("${join(ROOT, "src/torch/index.ts")}").then((t) => {
+      const i = t.torchInfo();
+      const mapped = [...new Set(require("fs").readFileSync("/proc/self/maps", "utf8").split("\\n").filter((l) => /libtorch_cpu|libc10/.test(l)).map((l) => l.slice(l.indexOf("/"))))];
+      console.log(JSON.stringify({ source: i.shimSource, reason: i.shimReason, mapped }));
+    })`;
     const child = Bun.spawnSync([process.execPath, "-e", script], { env: { ...process.env }, stdout: "pipe", stderr: "pipe" });
     const stderr = child.stderr.toString();
     if (!child.success) throw new Error(`child failed: ${stderr}`);
@@ -137,7 +142,7 @@ describe("loading", () => {
     const second = load();
     expect(second.source).toBe("cached");
     expect(second.stderr).toBe("");
-  }, 30_000);
+  }, 60_000);
 
   test("a cached shim that does not load is compiled again", () => {
     load();
@@ -148,5 +153,29 @@ describe("loading", () => {
     expect(again.reason).toContain("rebuilt for torch");
     expect(again.stderr).toContain("does not load");
     expect(existsSync(join(shims(), folder!, "libvagen_torch.so"))).toBe(true);
-  }, 30_000);
+  }, 60_000);
+
+  test("a prebuilt shim loads from a libtorch moved elsewhere, whatever rpath it was linked with", () => {
+    if (real.cuda) return; // pip torch's CUDA libraries find their own dependencies relative to their folder
+    const carried = embedded().prebuilt.some((p) => p.key.endsWith("-cpu") && p.abiVersion === ABI_VERSION);
+    if (!carried) return;
+    // The libraries under another path (hard links where the file system allows, else
+    // copies), no headers, so the key comes from the file names and libc10's symbols.
+    const moved = join(work, "moved");
+    mkdirSync(join(moved, "lib"), { recursive: true });
+    for (const lib of libtorchLibraries(real)) {
+      const target = join(moved, "lib", lib.split("/").pop()!);
+      try {
+        linkSync(realpathSync(lib), target);
+      } catch {
+        copyFileSync(realpathSync(lib), target);
+      }
+    }
+    const versioned = readdirSync(real.libDir).find((f) => /^libtorch_cpu\.so\.\d+\.\d+\.\d+$/.test(f));
+    if (versioned) symlinkSync("libtorch_cpu.so", join(moved, "lib", versioned));
+    process.env.LIBTORCH = moved;
+    const result = load();
+    expect(result.source).toBe("prebuilt");
+    expect(result.mapped.sort()).toEqual([join(moved, "lib", "libc10.so"), join(moved, "lib", "libtorch_cpu.so")]);
+  }, 60_000);
 });
