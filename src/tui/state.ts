@@ -197,10 +197,17 @@ export function reduce(state: DashboardState, event: DashboardEvent, now: number
   }
 }
 
-/** Seconds left for the remaining steps at the mean pace of the steps so far. */
+/** verl's per-step wall time, what a run directory offers when there are no step events. */
+const STEP_TIME_KEY = "timing_s/step";
+
+/**
+ * Seconds left for the remaining steps at the mean pace of the steps so far (from
+ * step_finished events, or else the run's `timing_s/step` metric).
+ */
 export function stepEta(state: DashboardState): number | undefined {
-  if (!state.totalSteps || state.stepSeconds.length === 0) return undefined;
-  const mean = state.stepSeconds.reduce((a, b) => a + b, 0) / state.stepSeconds.length;
+  const seconds = state.stepSeconds.length > 0 ? state.stepSeconds : (state.series[STEP_TIME_KEY]?.values ?? []);
+  if (!state.totalSteps || seconds.length === 0) return undefined;
+  const mean = seconds.reduce((a, b) => a + b, 0) / seconds.length;
   return Math.max(0, state.totalSteps - state.step) * mean;
 }
 
