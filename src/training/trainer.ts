@@ -388,8 +388,12 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
             emit({ type: "episode_finished", step: current, split: "train", env: tag, episodeId: e.episodeId, seed: e.item.seed, reward: e.record.totalReward, success: e.rows[0]?.success ?? false, turns: e.record.turns.length, ...(e.record.error ? { error: e.record.error.message } : {}) });
             emit({ type: "phase_progress", step: current, phase: "rollout", done: ++done, total });
           },
-        }), "episodes to finish (env steps and generation)");
-      if (opts.signal?.aborted) {
+        }), "episodes to finish (env steps and generation)").catch((err: unknown) => {
+        // Ctrl-C during the rollout cancels its episodes; that is an interruption, not a failure.
+        if (opts.signal?.aborted) return undefined;
+        throw err;
+      });
+      if (roll === undefined || opts.signal?.aborted) {
         reason = "interrupted";
         break;
       }

@@ -1,0 +1,45 @@
+/**
+ * `vagen train CONFIG.yaml [key.path=value ...]`: PPO (with a critic) or GRPO over the
+ * config's envs, in this process. Thin: check the config (everything that can be checked
+ * without a model), run the loop with a view of its events, map the ending to an exit
+ * status (130 after Ctrl-C).
+ */
+import type { Command } from "commander";
+import { loadTrainConfig } from "../../training/config.ts";
+import { runTraining } from "../../training/trainer.ts";
+import { trainLogRenderer } from "../render/train-lines.ts";
+
+/** Exit status after Ctrl-C, as shells report a SIGINT death (128 + 2). */
+const INTERRUPTED_EXIT = 130;
+
+export function register(program: Command): void {
+  program
+    .command("train")
+    .description("train a model with multi-turn RL (PPO with a critic, GRPO, ...) on environments; checkpoints resume after any crash")
+    .argument("<config>", "train config YAML (see examples/train/)")
+    .argument("[overrides...]", "key.path=value overrides, e.g. algorithm.adv_estimator=grpo trainer.total_steps=10")
+    .option("--quiet-phases", "only the per-step summary lines, not a line per phase")
+    .action(async (file: string, overrides: string[], opts: { quietPhases?: boolean }) => {
+      process.exitCode = await trainCommand(file, overrides, opts);
+    });
+}
+
+async function trainCommand(file: string, overrides: string[], opts: { quietPhases?: boolean }): Promise<number> {
+  const checked = await loadTrainConfig(file, overrides);
+  const view = trainLogRenderer(process.stderr, { phases: !opts.quietPhases });
+  // First Ctrl-C: abandon the step in flight and save a checkpoint of the last finished
+  // one. Second Ctrl-C: leave at once (the previous checkpoint is intact).
+  const controller = new AbortController();
+  const onSigint = () => {
+    if (controller.signal.aborted) process.exit(INTERRUPTED_EXIT);
+    view({ type: "warning", step: 0, code: "interrupted", message: "interrupted: abandoning this step and saving a checkpoint of the last finished one (Ctrl-C again to quit now)" });
+    controller.abort();
+  };
+  process.on("SIGINT", onSigint);
+  try {
+    const result = await runTraining(checked, { onEvent: view, signal: controller.signal });
+    return result.reason === "interrupted" ? INTERRUPTED_EXIT : 0;
+  } finally {
+    process.off("SIGINT", onSigint);
+  }
+}
