@@ -34,9 +34,10 @@ export function TrainOverview({ state, width, height }: { state: DashboardState;
 
   const charts = chartedMetrics(state);
   const columns = chartColumns(width);
-  const validationRows = state.validation ? Math.min(Object.keys(state.validation.metrics).length + 1, 6) : 0;
-  const chartArea = height - 2 - (height >= 30 ? validationRows : 0);
-  const chartHeight = Math.max(3, Math.min(8, Math.floor(chartArea / Math.max(1, Math.ceil(charts.length / columns))) ));
+  // Tall terminals also show the last validation under the charts (in 80x24 it is in details).
+  const validation = height >= 30 && state.validation ? Object.entries(state.validation.metrics).slice(0, 5) : [];
+  const chartArea = height - 2 - (validation.length > 0 ? validation.length + 1 : 0);
+  const chartHeight = Math.max(3, Math.min(8, Math.floor(chartArea / Math.max(1, Math.ceil(charts.length / columns)))));
   const chartRows = Math.max(1, Math.floor(chartArea / chartHeight));
   const shown = charts.slice(0, chartRows * columns);
   const chartWidth = Math.floor(width / columns) - 1;
@@ -58,6 +59,16 @@ export function TrainOverview({ state, width, height }: { state: DashboardState;
         ))}
       </Box>
       {charts.length > shown.length ? <Text dimColor>{charts.length - shown.length} more chart(s) in a bigger terminal; all metrics in the details pane</Text> : null}
+      {validation.length > 0 ? (
+        <Box flexDirection="column">
+          <Text bold>validation at step {state.validation!.step}</Text>
+          {validation.map(([key, value]) => (
+            <Text key={key} wrap="truncate">
+              {key.padEnd(40)} {formatValue(value)}
+            </Text>
+          ))}
+        </Box>
+      ) : null}
     </Box>
   );
 }
