@@ -86,6 +86,7 @@ describe("train view", () => {
     store.dispatch({ type: "checkpoint_saved", step: 3, path: "runs/t/checkpoints/global_step_3", seconds: 2, bestActor: false });
     await settle();
     expect(lastFrame()).toMatch(/actor_update .*1\/4 micro-batches/);
+    expect(lastFrame()).toContain("checkpoint step 3");
     store.dispatch({ type: "run_finished", step: 4, reason: "completed" });
     await settle();
     expect(lastFrame()).toContain("finished: completed");

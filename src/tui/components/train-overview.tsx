@@ -25,11 +25,13 @@ export function TrainOverview({ state, width, height }: { state: DashboardState;
     : "";
   const throughput = latest(state, THROUGHPUT_KEY);
   const memoryKey = GPU_MEMORY_KEYS.find((k) => state.series[k]);
+  const checkpoint = state.checkpoints[state.checkpoints.length - 1];
   const stepTime = state.stepSeconds.length ? state.stepSeconds[state.stepSeconds.length - 1] : latest(state, "timing_s/step");
   const status = [
     throughput !== undefined ? `throughput ${formatValue(throughput)} tok/s` : "",
     memoryKey ? `GPU mem ${formatValue(latest(state, memoryKey))} GB` : "",
     stepTime !== undefined ? `last step ${formatDuration(stepTime)}` : "",
+    checkpoint ? `checkpoint step ${checkpoint.step}${checkpoint.bestActor ? " (best actor)" : ""}` : "",
   ].filter(Boolean).join("  ");
 
   const charts = chartedMetrics(state);
