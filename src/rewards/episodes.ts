@@ -11,7 +11,7 @@
  * tokens there is no position (its score still counts in the metrics).
  */
 import type { EpisodeRecord } from "../harness/types.ts";
-import { aggregateEpisode, episodeStateRewardMetrics, StateRewardScorer, type TurnInput, type TurnStateReward } from "./state-reward.ts";
+import { aggregateEpisode, episodeStateRewardMetrics, judgeMetrics, StateRewardScorer, type TurnInput, type TurnStateReward } from "./state-reward.ts";
 
 /** end(k) per sampled token of a reply (credit.ts: `tokenEndsFromBytes` with the tokenizer's bytes, or prefix decoding). */
 export type TokenEndsOf = (ids: readonly number[]) => readonly number[];
@@ -82,4 +82,23 @@ export function meanEpisodeMetrics(metrics: readonly Record<string, number>[]): 
     mean[key] = values.length > 0 ? values.reduce((a, b) => a + b, 0) / values.length : Number.NaN;
   }
   return mean;
+}
+
+/**
+ * `applyStateRewards` in the shape of `collectRollouts`' `scoreTurns` option: per episode,
+ * per turn, the scores `rowsFromEpisode` adds. `onMetrics` receives the step's metrics
+ * (the episode means of `<section>_reward` and `format_correct_rate`, and the judge
+ * counters) once the batch is scored. One scorer serves one env spec: a step that mixes
+ * envs with different `state_reward` blocks collects each group with its own hook.
+ */
+export function stateRewardHook(
+  scorer: StateRewardScorer,
+  tokenEndsOf: TokenEndsOf,
+  onMetrics?: (metrics: Record<string, number>) => void,
+): (episodes: readonly EpisodeRecord[], signal?: AbortSignal) => Promise<(TurnScores | undefined)[][]> {
+  return async (episodes, signal) => {
+    const { turnScores, metrics } = await applyStateRewards(episodes, scorer, tokenEndsOf, signal);
+    onMetrics?.({ ...meanEpisodeMetrics(metrics), ...judgeMetrics(scorer.takeStats()) });
+    return turnScores;
+  };
 }

@@ -29,4 +29,4 @@ export { groupedF1, matchedF1, itemSimilarity, rescaleAboveChance } from "./f1.t
 export { maxWeightAssignment } from "./assignment.ts";
 export { sokobanPaperF1, sokobanPaperScore, exactMatchF1, TopKStringTracker } from "./paper.ts";
 export { OpenAIJudge, parseRelationsReply, parseYesNo, fillTemplate, type Judge } from "./judge.ts";
-export { applyStateRewards, meanEpisodeMetrics, type EpisodeStateRewards, type TokenEndsOf, type TurnScores } from "./episodes.ts";
+export { applyStateRewards, stateRewardHook, meanEpisodeMetrics, type EpisodeStateRewards, type TokenEndsOf, type TurnScores } from "./episodes.ts";

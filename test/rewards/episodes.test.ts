@@ -3,7 +3,7 @@ import { SokobanEnv, SOKOBAN_STATE_REWARD_SPEC as SPEC } from "../../envs/sokoba
 import { playerIndex, roomFromText } from "../../envs/sokoban/room.ts";
 import type { EpisodeRecord, TurnRecord } from "../../src/harness/types.ts";
 import { tokenEndsFromPieces } from "../../src/rewards/credit.ts";
-import { applyStateRewards, meanEpisodeMetrics } from "../../src/rewards/episodes.ts";
+import { applyStateRewards, meanEpisodeMetrics, stateRewardHook } from "../../src/rewards/episodes.ts";
 import { StateRewardScorer } from "../../src/rewards/state-reward.ts";
 import { config, EXACT_BOTH } from "./helpers.ts";
 
@@ -99,5 +99,28 @@ describe("applyStateRewards over episode records", () => {
     expect(turnScores[1]![0]).toBeUndefined();
     expect(metrics[1]!.state_estimation_reward).toBe(1);
     expect(meanEpisodeMetrics(metrics).state_estimation_reward).toBe(1);
+  });
+});
+
+describe("the collectRollouts hook", () => {
+  test("returns the per-turn scores and reports the step's metrics once", async () => {
+    const episode = await play([turn1, "<answer>Up</answer>"]);
+    const scorer = new StateRewardScorer(config({ ...EXACT_BOTH, score_base: 0 }), SPEC, null);
+    const reported: Record<string, number>[] = [];
+    const scores = await stateRewardHook(scorer, tokenEndsOf, (m) => reported.push(m))([episode]);
+    expect(scores[0]!.map((t) => t!.parts)).toEqual([
+      { state_estimation: 1, transition_prediction: 1 },
+      { state_estimation: 0, transition_prediction: 0 },
+    ]);
+    expect(reported).toEqual([
+      {
+        state_estimation_reward: 1,
+        transition_prediction_reward: 1,
+        format_correct_rate: 0.5,
+        "state_reward/judge_requests": 0,
+        "state_reward/judge_failures": 0,
+        "state_reward/judge_unparseable": 0,
+      },
+    ]);
   });
 });
