@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { SokobanEnv, SOKOBAN_STATE_REWARD_SPEC as SPEC } from "../../envs/sokoban/index.ts";
 import { playerIndex, roomFromText } from "../../envs/sokoban/room.ts";
 import type { EpisodeRecord, TurnRecord } from "../../src/harness/types.ts";
+import type { CollectOptions } from "../../src/rollout/collect.ts";
 import { tokenEndsFromPieces } from "../../src/rewards/credit.ts";
 import { applyStateRewards, meanEpisodeMetrics, stateRewardHook } from "../../src/rewards/episodes.ts";
 import { StateRewardScorer } from "../../src/rewards/state-reward.ts";
@@ -107,7 +108,9 @@ describe("the collectRollouts hook", () => {
     const episode = await play([turn1, "<answer>Up</answer>"]);
     const scorer = new StateRewardScorer(config({ ...EXACT_BOTH, score_base: 0 }), SPEC, null);
     const reported: Record<string, number>[] = [];
-    const scores = await stateRewardHook(scorer, tokenEndsOf, (m) => reported.push(m))([episode]);
+    // Typed as collectRollouts' option, so the two seams cannot drift apart.
+    const hook: CollectOptions["scoreTurns"] = stateRewardHook(scorer, tokenEndsOf, (m) => reported.push(m));
+    const scores = await hook!([episode]);
     expect(scores[0]!.map((t) => t!.parts)).toEqual([
       { state_estimation: 1, transition_prediction: 1 },
       { state_estimation: 0, transition_prediction: 0 },
