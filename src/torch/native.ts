@@ -96,20 +96,23 @@ function choose(rebuild: boolean): ShimChoice {
   }
 }
 
+/** libtorch's own libraries, opened before the shim so that it finds them wherever they are. */
+function preload(choice: ShimChoice): void {
+  if (!choice.libtorch) return; // VAGEN_TORCH_SHIM: its rpath finds libtorch
+  try {
+    preloadLibtorch(choice.libtorch);
+  } catch (err) {
+    if (err instanceof ShimError) throw new TorchUnavailableError(err.message, err.hint ?? rebuildHint());
+    throw err;
+  }
+}
+
 /**
- * Opens the chosen shim: libtorch's own libraries first (so the shim finds them wherever
- * they are), then the ABI version through a table of one symbol (a stale shim must be
- * refused before its other symbols are looked up or, worse, called), then the rest.
+ * Opens the chosen shim: the ABI version first, through a table of one symbol (a stale
+ * shim must be refused before its other symbols are looked up or, worse, called), then
+ * the rest.
  */
 function openChecked(choice: ShimChoice): ReturnType<typeof open> {
-  if (choice.libtorch) {
-    try {
-      preloadLibtorch(choice.libtorch);
-    } catch (err) {
-      if (err instanceof ShimError) throw new TorchUnavailableError(err.message, err.hint ?? rebuildHint());
-      throw err;
-    }
-  }
   const probe = openAbiProbe(choice.path);
   try {
     checkAbiVersion(choice.path, probe.symbols.vt_abi_version());
@@ -129,6 +132,8 @@ export function loadTorch(): Shim {
   if (loadFailure) throw loadFailure;
   try {
     let choice = choose(false);
+    // A libtorch that does not load is no reason to compile anything: that error stands.
+    preload(choice);
     let lib: ReturnType<typeof open>;
     try {
       lib = openChecked(choice);
@@ -139,6 +144,7 @@ export function loadTorch(): Shim {
       if (!(err instanceof TorchUnavailableError) || choice.source === "override" || choice.source === "built") throw err;
       process.stderr.write(`${PROGRESS} the ${choice.source} shim ${choice.path} does not load (${err.message}); compiling it again\n`);
       choice = choose(true);
+      preload(choice);
       lib = openChecked(choice);
     }
     S = lib.symbols as unknown as Shim;
