@@ -211,7 +211,7 @@ class StepAttention implements AttentionBackend {
     if (decodeKernel) {
       // Decode: one kernel rotates q and k, writes the new key/value and attends over the
       // slot (CUDA); undefined where it does not apply.
-      const [q, k, v] = [input.q, input.k, input.v].map((x) => x.transpose(1, 2)) as [Tensor, Tensor, Tensor];
+      const [q, k, v] = [input.q.transpose(1, 2), input.k.transpose(1, 2), input.v.transpose(1, 2)];
       const rotary = { cos: input.cos, sin: input.sin };
       const out = F.slotDecodeAttention(q, k, v, c.flatKeys, c.flatValues, this.at.writeIndex, this.cache.slotTokens, this.at.window, D ** -0.5, rotary);
       if (out) return out;
