@@ -25,7 +25,7 @@
  */
 import { createHash } from "node:crypto";
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join, relative } from "node:path";
+import { basename, join, relative } from "node:path";
 import { ShimAbiError, syncShimBindings } from "./scripts/shim-bindings.ts";
 import { buildShim as compileShim, hashSources, isShimSource, planShimBuild } from "./src/shim/compile.ts";
 import { ShimError } from "./src/shim/errors.ts";
@@ -194,11 +194,11 @@ export async function buildBinary(force = false): Promise<void> {
  * dist/vagen.sha256, in sha256sum's format, so a download is checked with
  * `sha256sum -c vagen.sha256` next to the binary.
  */
-export function writeChecksum(): string {
-  const digest = createHash("sha256").update(readFileSync(BINARY)).digest("hex");
-  const file = `${BINARY}.sha256`;
-  writeFileSync(file, `${digest}  vagen\n`);
-  log(`wrote dist/vagen.sha256 (${digest})`);
+export function writeChecksum(binary = BINARY): string {
+  const digest = createHash("sha256").update(readFileSync(binary)).digest("hex");
+  const file = `${binary}.sha256`;
+  writeFileSync(file, `${digest}  ${basename(binary)}\n`);
+  log(`wrote ${relative(ROOT, file)} (${digest})`);
   return file;
 }
 
