@@ -17,7 +17,7 @@ export interface SetupReport {
   libtorch: string | null;
   shim: { path: string; source: string; reason: string; key: string | null };
   cacheDir: string;
-  loaded: { torchVersion: string; cudaBuild: boolean; cudaDevices: number; fusedKernels: boolean };
+  loaded: { shim: string; torchVersion: string; cudaBuild: boolean; cudaDevices: number; fusedKernels: boolean };
 }
 
 export async function setup(force: boolean): Promise<SetupReport> {
@@ -28,14 +28,15 @@ export async function setup(force: boolean): Promise<SetupReport> {
     if (err instanceof ShimError) throw new VagenError(err.message, err.hint);
     throw err;
   }
-  // Loading picks the same shim (or, after --force with a prebuilt one at hand, that one).
+  // Then load it, to prove it works. Loading finds what setup prepared ("cached"), or,
+  // after --force with a carried shim at hand, that one.
   const torch = await import("../../torch/index.ts");
   const info = torch.torchInfo();
   return {
     libtorch: choice.libtorch ? describe(choice.libtorch) : null,
-    shim: { path: info.shim, source: info.shimSource, reason: info.shimReason, key: info.shimKey ?? null },
+    shim: { path: choice.path, source: choice.source, reason: choice.reason, key: choice.key ?? null },
     cacheDir: cacheRoot(),
-    loaded: { torchVersion: info.torchVersion, cudaBuild: info.cudaBuild, cudaDevices: info.cudaDevices, fusedKernels: info.fusedKernels },
+    loaded: { shim: info.shim, torchVersion: info.torchVersion, cudaBuild: info.cudaBuild, cudaDevices: info.cudaDevices, fusedKernels: info.fusedKernels },
   };
 }
 
