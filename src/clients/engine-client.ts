@@ -156,6 +156,11 @@ class EngineConversation implements ClientConversation {
     return firstSampled ? this.conversation.length - firstSampled.start : 0;
   }
 
+  /** A KV slot's size: the engine refuses a prompt that fills it. */
+  get contextLimit(): number {
+    return this.client.engine.capacity.slotTokens;
+  }
+
   addMessages(messages: readonly ChatMessage[]): number {
     const before = this.conversation.length;
     for (const message of messages) {

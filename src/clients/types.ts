@@ -71,6 +71,8 @@ export interface ClientConversation {
   readonly length: number;
   /** Tokens from the first sampled one on (the row's response region); 0 before any reply. */
   readonly responseLength: number;
+  /** The most tokens the model can hold for one conversation (prompt and generated); undefined when unknown. */
+  readonly contextLimit?: number;
   /** Append messages the model did not write, each tokenized alone with the chat template's framing; returns how many tokens they took. */
   addMessages(messages: readonly ChatMessage[]): number;
   /**

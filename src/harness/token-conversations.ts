@@ -10,7 +10,7 @@
  * one conversation per episode; no_concat and compact open one per model call.
  *
  * Before each generation the row's response budget decides the room left
- * (generation-limit.ts); after it, a reply that holds vision ids makes the episode
+ * (generation-limit.ts) and the model's context must still hold the prompt; after it, a reply that holds vision ids makes the episode
  * unusable and an empty reply ends it. A seeded episode samples each call with its own
  * seed, derived from the episode's and the call's number (as VAGEN derives one per
  * call), so turns do not replay the same random draws.
@@ -75,6 +75,12 @@ export class TokenConversations {
     const continuing = open.replies > 0;
     if (open.replies === 0 && this.limits.maxPromptLength !== undefined && conversation.length > this.limits.maxPromptLength) {
       return { kind: "stop", reason: "unusable", unusable: "context_too_large" };
+    }
+    // The model's own context: an opening that cannot fit is unusable (VAGEN's
+    // ContextTooLarge); a continuation that no longer fits ends the episode where it is.
+    const contextLimit = conversation.contextLimit;
+    if (contextLimit !== undefined && conversation.length + conversation.measure([], { replyPrompt: true }) >= contextLimit) {
+      return continuing ? { kind: "stop", reason: "no_room" } : { kind: "stop", reason: "unusable", unusable: "context_too_large" };
     }
     let maxTokens = sampling.maxTokens;
     const budget = this.limits.maxResponseLength;

@@ -82,6 +82,17 @@ describe("the loop's conversations", () => {
     expect(await run()).toEqual(seeds);
   });
 
+  test("the model's context: an opening that cannot fit is unusable; a continuation that no longer fits ends the episode", async () => {
+    // The opening prompt is 40 tokens with its generation prompt; turn 2's would be 44 + 12 + 8 = 64.
+    const tight = new ScriptedClient(up, 40);
+    const opening = await concatHarness().runEpisode({ env: threeTurns(), client: tight, seed: 0, maxTurns: 5, sampling: {} });
+    expect([opening.finishReason, opening.unusable, tight.calls.length]).toEqual(["unusable", "context_too_large", 0]);
+
+    const roomy = new ScriptedClient(up, 64);
+    const later = await concatHarness().runEpisode({ env: threeTurns(), client: roomy, seed: 0, maxTurns: 5, sampling: {} });
+    expect([later.finishReason, later.turns.length]).toEqual(["no_room", 1]);
+  });
+
   test("tokenLevel: false sends whole message lists through create", async () => {
     const client = new ScriptedClient(up);
     const sent: number[] = [];

@@ -51,7 +51,11 @@ export class ScriptedClient implements InferenceClient {
   private opened = 0;
 
   /** A list of replies in call order, or a function of the conversation so far (concurrent episodes). */
-  constructor(private readonly script: ScriptedReply[] | ((record: ConversationRecord) => ScriptedReply)) {}
+  constructor(
+    private readonly script: ScriptedReply[] | ((record: ConversationRecord) => ScriptedReply),
+    /** The model's context size, as an engine's KV slot would bound it. */
+    private readonly contextLimit?: number,
+  ) {}
 
   async create(_messages: ChatMessage[], _sampling: SamplingParams): Promise<Completion> {
     throw new Error("the scripted client only keeps token-level conversations");
@@ -67,6 +71,7 @@ export class ScriptedClient implements InferenceClient {
       get length() {
         return conversation.length;
       },
+      contextLimit: this.contextLimit,
       get responseLength() {
         const first = conversation.turns.find((turn) => turn.sampled)?.sampled;
         return first ? conversation.length - first.start : 0;
