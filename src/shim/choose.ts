@@ -89,8 +89,18 @@ function compileIntoCache(lt: Libtorch, dir: string, opts: ChooseOptions, source
     // Objects and sources served their purpose (the binary carries the sources).
     rmSync(join(work, "obj"), { recursive: true, force: true });
     rmSync(join(work, "src"), { recursive: true, force: true });
-    rmSync(dir, { recursive: true, force: true });
+    const present = readMeta(dir);
+    if (!opts.rebuild && present?.buildHash === plan.buildHash && present.abiVersion === opts.abiVersion) {
+      // Another process finished the same build first (and may have loaded it): keep its.
+      rmSync(work, { recursive: true, force: true });
+      return { plan, seconds: result.seconds };
+    }
+    // The old folder moves aside before the new one moves in, so the path never holds a
+    // mix of the two; a process that loaded the old library keeps its (unlinked) copy.
+    const old = `${dir}.old-${process.pid}`;
+    if (existsSync(dir)) renameSync(dir, old);
     renameSync(work, dir);
+    rmSync(old, { recursive: true, force: true });
     return { plan, seconds: result.seconds };
   } catch (err) {
     // A failed build is kept apart (never under a name a later run would load) for its logs.
