@@ -15,6 +15,11 @@
  * on the reply's tokens on top. A reply with no tokens drops its reward; mask-0 tokens
  * never carry one.
  *
+ * Anchor states (GiGPO's step groups): each trained reply span gets the key of the state
+ * the model answered, the env's `state_key` from the info before the turn (reset's info
+ * for the first) when it gives one, else a hash of the observation's text and images;
+ * a summary span is keyed "summary".
+ *
  * Budgets: a prompt longer than `maxPromptLength` makes the episode unusable (VAGEN
  * raises; here the episode is dropped and counted). A response longer than
  * `maxResponseLength` keeps its head, cut before an image block rather than through
@@ -23,7 +28,9 @@
  */
 import type { EpisodeConversation, EpisodeRecord, TurnRecord } from "../harness/types.ts";
 import { reportedSuccess } from "../harness/observation.ts";
+import { blake2b } from "../core/blake2b.ts";
 import { VagenError } from "../core/errors.ts";
+import { imageKey } from "../models/image-key.ts";
 import type { TokenSpan } from "../models/conversation.ts";
 import type { RowImage, RowTruncation, TrainingRow } from "./types.ts";
 
@@ -75,7 +82,7 @@ export function rowsFromEpisode(episode: EpisodeRecord, identity: EpisodeIdentit
   const rows: TrainingRow[] = [];
   for (const conversation of trainable) {
     const turns = episode.turns.flatMap((turn, i) => (turn.call?.conversation === conversation.ordinal ? [{ turn, scores: turnScores?.[i] }] : []));
-    const row = conversationRow(conversation, turns, budgets);
+    const row = conversationRow(conversation, turns, budgets, (turn) => anchorKey(episode, turn));
     if ("tooLong" in row) return { rows: [], dropped: "context_too_large", detail: row.tooLong };
     rows.push({
       ...identity,
@@ -97,7 +104,12 @@ type RowBody = Pick<
   "promptIds" | "responseIds" | "responseMask" | "rolloutLogprobs" | "logprobsComplete" | "tokenRewards" | "responseSpans" | "images" | "truncation" | "stateKeys" | "rewardParts"
 >;
 
-function conversationRow(conversation: EpisodeConversation, turns: readonly { turn: TurnRecord; scores?: TurnScores }[], budgets: RowBudgets): RowBody | { tooLong: string } {
+function conversationRow(
+  conversation: EpisodeConversation,
+  turns: readonly { turn: TurnRecord; scores?: TurnScores }[],
+  budgets: RowBudgets,
+  stateKeyOf: (turn: TurnRecord) => string,
+): RowBody | { tooLong: string } {
   const { record } = conversation;
   const P = record.promptLength;
   if (budgets.maxPromptLength !== undefined && P > budgets.maxPromptLength) {
@@ -105,7 +117,8 @@ function conversationRow(conversation: EpisodeConversation, turns: readonly { tu
   }
   const scores = new Array<number>(record.tokenIds.length).fill(0);
   const rewardParts: Record<string, number> = {};
-  const stateKeys: string[] = [];
+  /** Reply index -> anchor key; replies of no env turn are summaries. */
+  const replyKeys = new Map<number, string>();
   for (const { turn, scores: extra } of turns) {
     const span = record.replySpans[turn.call!.reply];
     if (span === undefined) throw new VagenError(`turn ${turn.index}: reply ${turn.call!.reply} is not in conversation ${conversation.ordinal}'s record`);
@@ -116,7 +129,7 @@ function conversationRow(conversation: EpisodeConversation, turns: readonly { tu
       addTokenRewards(scores, span, extra.tokenRewards, `turn ${turn.index}'s scores`);
       addRewardParts(rewardParts, extra.parts);
     }
-    if (typeof turn.info.state_key === "string") stateKeys.push(turn.info.state_key);
+    replyKeys.set(turn.call!.reply, stateKeyOf(turn));
   }
 
   // Response coordinates from here on: index j is token P + j of the conversation.
@@ -126,11 +139,15 @@ function conversationRow(conversation: EpisodeConversation, turns: readonly { tu
   const logprobs = record.logprobs.slice(P, P + cut);
   const rewards = scores.slice(P, P + cut);
   const spans: TokenSpan[] = [];
-  for (const span of record.replySpans) {
+  const stateKeys: string[] = [];
+  for (const [reply, span] of record.replySpans.entries()) {
     const start = span.start - P;
     const end = span.end - P;
     if (end <= cut) {
-      if (end > start) spans.push({ start, end });
+      if (end > start) {
+        spans.push({ start, end });
+        stateKeys.push(replyKeys.get(reply) ?? "summary");
+      }
       continue;
     }
     // A reply the cut runs through is dropped whole: nothing of it is trained.
@@ -153,7 +170,7 @@ function conversationRow(conversation: EpisodeConversation, turns: readonly { tu
     responseSpans: spans,
     images,
     truncation,
-    ...(stateKeys.length > 0 ? { stateKeys } : {}),
+    stateKeys,
     rewardParts,
   };
 }
@@ -176,6 +193,16 @@ function addTokenRewards(scores: number[], span: TokenSpan, values: readonly num
   if (length === 0) return;
   if (values.length !== length) throw new VagenError(`${what} has ${values.length} value(s) but the reply has ${length} sampled token(s); expected one per token`);
   values.forEach((r, i) => (scores[span.start + i]! += r));
+}
+
+/** The key of the state `turn` answered (see the module doc). */
+function anchorKey(episode: EpisodeRecord, turn: TurnRecord): string {
+  const before = turn.index === 1 ? undefined : episode.turns[turn.index - 2];
+  const given = (before ? before.info : episode.resetInfo).state_key;
+  if (typeof given === "string") return given;
+  const obs = before ? before.observation : episode.initialObservation;
+  const digest = blake2b(new TextEncoder().encode(JSON.stringify([obs.text, obs.images.map(imageKey)])), 16);
+  return `obs:${Buffer.from(digest).toString("hex")}`;
 }
 
 function addRewardParts(into: Record<string, number>, parts: unknown): void {

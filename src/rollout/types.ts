@@ -69,7 +69,11 @@ export interface TrainingRow {
   /** This conversation ended with a model-written summary (compact harness). */
   endsWithSummary: boolean;
   truncation: RowTruncation;
-  /** Per turn of the row, the env's anchor-state key when it gives one (GiGPO). */
+  /**
+   * Per trained span of the row (`responseSpans`), the key of the state it answered
+   * (GiGPO's anchor states): the env's `state_key` when it gives one, else a hash of the
+   * observation; "summary" for a summary. Always set by rowsFromEpisode.
+   */
   stateKeys?: string[];
   /** Named reward parts summed over the row (format, env, state_estimation, ...), for metrics. */
   rewardParts: Record<string, number>;

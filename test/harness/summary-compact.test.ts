@@ -69,6 +69,8 @@ describe("summary_compact", () => {
     expect(first.tokenRewards).toEqual(rewards);
     expect(first.responseSpans.map((s) => s.end - s.start)).toEqual([3, 3, SUMMARY.length]);
     expect([first.endsWithSummary, first.lastTurn, first.turnIndex]).toEqual([true, false, 0]);
+    expect(first.stateKeys).toHaveLength(3);
+    expect(first.stateKeys![2]).toBe("summary");
 
     // The reopening: the summary, then the pending observation "Obs 2", in one user message.
     expect(second.promptIds).toEqual([...SYSTEM, IM_START, ...t("user\nSummary so far: Went up twice\n\nObs 2"), IM_END, NL, ...HEADER]);

@@ -99,6 +99,24 @@ describe("rowsFromEpisode", () => {
     expect([first.episodeReward, second.episodeReward]).toEqual([1.5, 1.5]);
   });
 
+  test("anchor-state keys: one per trained span, the same for the same observation, the env's state_key when given", async () => {
+    const concat = rowsFromEpisode((await play(concatHarness())).episode, IDENTITY).rows;
+    const split = rowsFromEpisode((await play(noConcatHarness())).episode, IDENTITY).rows;
+    const [start, obs1] = concat[0]!.stateKeys!;
+    expect(concat[0]!.stateKeys).toHaveLength(2);
+    expect(start).toMatch(/^obs:[0-9a-f]{32}$/);
+    expect(start).not.toBe(obs1);
+    expect(split.map((r) => r.stateKeys)).toEqual([[start], [obs1]]);
+
+    const client = new ScriptedClient([{ tokenIds: REPLY_2 }, { tokenIds: REPLY_2 }]);
+    const env = new ScriptedEnv(text("Start"), [
+      { obs: text("Obs 1"), reward: 0, done: false, info: { state_key: "player@(1,2)" } },
+      { obs: text("Obs 2"), reward: 1, done: true },
+    ]);
+    const keyed = await concatHarness().runEpisode({ env, client, seed: 1, maxTurns: 2, sampling: {} });
+    expect(rowsFromEpisode(keyed, IDENTITY).rows[0]!.stateKeys).toEqual([start, "player@(1,2)"]);
+  });
+
   test("per-token rewards from the env land on the reply's tokens", async () => {
     const client = new ScriptedClient([{ tokenIds: REPLY_2 }]);
     const env = new ScriptedEnv(text("Start"), [{ obs: text("Obs 1"), reward: 1, done: true, info: { token_rewards: [0.25, 0.25, 0.5] } }]);
