@@ -14,6 +14,7 @@ import { concatHarness } from "../../src/harness/concat.ts";
 import { noConcatHarness } from "../../src/harness/no-concat.ts";
 import type { TurnRecord } from "../../src/harness/types.ts";
 import { readPng } from "../../src/models/image-io.ts";
+import { collectRollouts } from "../../src/rollout/collect.ts";
 import { rowsFromEpisode } from "../../src/rollout/rows.ts";
 import { FIXTURE_DIR } from "../models/fixture.ts";
 import { ScriptedEnv } from "../rollout/scripted.ts";
@@ -84,6 +85,29 @@ describe("harness episodes on the engine's token-level conversations", () => {
     expect(episode.turns.map((t) => t.call)).toEqual(episode.turns.map((_, i) => ({ conversation: i, reply: 0 })));
     expect(loaded.engine.stats().idleSessions).toBe(idle);
   });
+
+  test("more episodes than KV slots: idle sessions are evicted and re-prefilled; every row still holds exactly the sampled ids", async () => {
+    const client = engineClientFor(loaded);
+    const evictions = loaded.engine.stats().evictions;
+    const batch = await collectRollouts({
+      client,
+      items: [0, 1, 2].map((seed) => ({ env: "scripted", seed })),
+      n: 2,
+      harness: concatHarness(),
+      sampling: { temperature: 1, maxTokens: 2 },
+      maxTurns: 3,
+      seed: 3,
+      createEnv: async () => imageEnv(),
+    });
+    expect(batch.episodes).toHaveLength(6); // 6 sessions over 4 slots
+    expect(loaded.engine.stats().evictions).toBeGreaterThan(evictions);
+    for (const episode of batch.episodes) {
+      if (episode.dropped) continue;
+      const row = episode.rows[0]!;
+      expect(row.responseIds.filter((_, j) => row.responseMask[j] === 1)).toEqual(episode.record.turns.flatMap((t) => t.completion.tokenIds!));
+    }
+    expect(batch.rows.length).toBeGreaterThan(0);
+  }, 60_000);
 
   test("the message path continues the session whose prompt a request starts with", async () => {
     const client = engineClientFor(loaded);
