@@ -10,10 +10,11 @@
  * one conversation per episode; no_concat and compact open one per model call.
  *
  * Before each generation the row's response budget decides the room left
- * (generation-limit.ts) and the model's context must still hold the prompt; after it, a reply that holds vision ids makes the episode
- * unusable and an empty reply ends it. A seeded episode samples each call with its own
- * seed, derived from the episode's and the call's number (as VAGEN derives one per
- * call), so turns do not replay the same random draws.
+ * (generation-limit.ts) and the model's context must still hold the prompt; after it,
+ * a reply that holds vision ids makes the episode unusable and an empty reply ends it.
+ * A seeded episode samples each call with its own seed, derived from the episode's and
+ * the call's number (as VAGEN derives one per call), so turns do not replay the same
+ * random draws.
  */
 import type { ClientConversation, Completion, InferenceClient, SamplingParams } from "../clients/types.ts";
 import { blake2b } from "../core/blake2b.ts";
@@ -73,7 +74,7 @@ export class TokenConversations {
     const open = this.route(messages);
     const { conversation } = open;
     const continuing = open.replies > 0;
-    if (open.replies === 0 && this.limits.maxPromptLength !== undefined && conversation.length > this.limits.maxPromptLength) {
+    if (!continuing && this.limits.maxPromptLength !== undefined && conversation.length > this.limits.maxPromptLength) {
       return { kind: "stop", reason: "unusable", unusable: "context_too_large" };
     }
     // The model's own context: an opening that cannot fit is unusable (VAGEN's
@@ -85,8 +86,11 @@ export class TokenConversations {
     let maxTokens = sampling.maxTokens;
     const budget = this.limits.maxResponseLength;
     if (budget !== undefined) {
-      // The pending observation is already appended, so it counts in responseLength.
-      const room = generationLimit(budget, generationFloor(budget, sampling.maxTokens), conversation.responseLength);
+      // The pending observation is already appended, so it counts in responseLength; a
+      // continuing call's generation prompt falls in the response region too, so a reply
+      // that fits its room is never cut by the row's budget.
+      const header = continuing ? conversation.measure([], { replyPrompt: true }) : 0;
+      const room = generationLimit(budget, generationFloor(budget, sampling.maxTokens), conversation.responseLength + header);
       if (room === 0) return { kind: "stop", reason: "no_room" };
       maxTokens = Math.min(maxTokens ?? room, room);
     }
@@ -104,8 +108,9 @@ export class TokenConversations {
   /**
    * Whether to summarise before sending `messages` (VAGEN main's compact), and with how
    * many tokens: never on a conversation's opening call; otherwise when the row's
-   * response budget, after the pending messages and the room a summary needs (its
-   * budget and request), leaves no room for a generation, or when the conversation's
+   * response budget, after the pending messages with their generation prompt and the
+   * room a summary needs (its request, generation prompt and budget), leaves no room
+   * for a generation, or when the conversation's
    * tokens plus the last turn's cost reach `compactBudget`.
    */
   summaryBudget(messages: readonly ChatMessage[], policy: SummaryPolicy, sampling: SamplingParams): number | undefined {
@@ -118,7 +123,7 @@ export class TokenConversations {
     const summaryBudget = policy.summaryBudget ?? Math.max(1, Math.min(sampling.maxTokens ?? scale, Math.floor(scale / 4)));
     let due = policy.compactBudget !== undefined && conversation.length + open.lastTurnCost >= policy.compactBudget;
     if (!due && budget !== undefined) {
-      const pending = conversation.measure(messages.slice(open.sent.length));
+      const pending = conversation.measure(messages.slice(open.sent.length), { replyPrompt: true });
       // The summary needs its request, the generation prompt after it, and its own budget.
       const reserve = summaryBudget + conversation.measure([policy.request], { replyPrompt: true });
       due = generationLimit(budget, generationFloor(budget, sampling.maxTokens), conversation.responseLength, pending, reserve) === 0;

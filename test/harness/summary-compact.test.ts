@@ -92,8 +92,9 @@ describe("summary_compact", () => {
   test("the row's response budget triggers it too, keeping room for the summary", async () => {
     // R = 140, per-turn 12: summary budget min(12, floor(140 / 4) = 35) = 12; the request is
     // 60 tokens and its generation prompt 8, so 80 are reserved; the floor is min(12, 35) = 12.
-    // Before turn 2: 140 - 4 spent - 12 pending - 80 = 44 left; before turn 3: 140 - 28 - 12 - 80 = 20;
-    // before turn 4: 140 - 52 - 12 - 80 < 0: summarise after three turns.
+    // Pending: an observation (12) and its generation prompt (8). Before turn 2: 140 - 4 spent
+    // - 20 - 80 = 36 left; before turn 3: 140 - 28 - 20 - 80 = 12, just the floor;
+    // before turn 4: 140 - 52 - 20 - 80 < 0: summarise after three turns.
     const client = new ScriptedClient(replies);
     expect(user(SUMMARY_REQUEST).length).toBe(60);
     const episode = await summaryCompactHarness().runEpisode({ env: fourTurns(), client, seed: 0, maxTurns: 5, sampling: { maxTokens: 12 }, limits: { maxResponseLength: 140 } });

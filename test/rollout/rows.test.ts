@@ -139,9 +139,9 @@ describe("rowsFromEpisode", () => {
   });
 
   test("a response over max_response_length keeps its head; the reply the cut runs through is dropped whole", async () => {
-    // Budget 28: turn 2 may generate (18 tokens spent, room 10), but its header and reply run to 29 + NL.
-    const { episode, client } = await play(concatHarness(), { maxResponseLength: 28 });
-    expect(client.calls.map((c) => c.maxTokens)).toEqual([28, 10]);
+    // Played without a budget; the row is cut at 28, inside turn 2's reply [26, 29).
+    const { episode, client } = await play(concatHarness());
+    expect(client.calls.map((c) => c.maxTokens)).toEqual([undefined, undefined]);
     const row = rowsFromEpisode(episode, IDENTITY, { maxResponseLength: 28 }).rows[0]!;
     expect(row.responseIds).toEqual([...REPLY_1, NL, ...USER_OBS1, ...HEADER, ...UP]); // 28 tokens: the cut is after "Up"
     expect(row.responseMask).toEqual([...ones(5), ...zeros(23)]); // "Up" is kept as context, not trained
@@ -150,11 +150,21 @@ describe("rowsFromEpisode", () => {
     rewards[4] = 0.5; // turn 2's reward went with its reply
     expect(row.tokenRewards).toEqual(rewards);
     expect(row.responseSpans).toEqual([{ start: 0, end: 5 }]);
+    expect(row.stateKeys).toHaveLength(1);
     expect(row.truncation).toBe("response_length");
   });
 
+  test("with a budget, the harness leaves each generation the room the row has left", async () => {
+    // Budget 40: turn 1 may take all 40; before turn 2, 18 tokens are spent (reply 1, NL,
+    // "Obs 1") and its generation prompt takes 8 more: 40 - 26 = 14 left.
+    const { episode, client } = await play(concatHarness(), { maxResponseLength: 40 });
+    expect(client.calls.map((c) => c.maxTokens)).toEqual([40, 14]);
+    const row = rowsFromEpisode(episode, IDENTITY, { maxResponseLength: 40 }).rows[0]!;
+    expect([row.responseIds.length, row.truncation]).toEqual([30, "none"]);
+  });
+
   test("no room for another generation ends the episode with no_room; the rows keep what was played", async () => {
-    // Budget 20: after turn 1 and "Obs 1", 18 tokens are spent; 2 left is under the floor (20 / 4 = 5).
+    // Budget 20: after turn 1 and "Obs 1", 18 tokens are spent, and turn 2's generation prompt needs 8.
     const { episode } = await play(concatHarness(), { maxResponseLength: 20 });
     expect(episode.finishReason).toBe("no_room");
     expect(episode.turns).toHaveLength(1);
