@@ -8,6 +8,7 @@ import type { ImageProtocol } from "./image/index.ts";
 import { startLiveDashboard } from "./live.tsx";
 import { RunDirReader } from "./run-dir.ts";
 import { DashboardStore } from "./store.ts";
+import { summaryText } from "./summary-text.ts";
 
 export interface TrainDashboardOptions {
   protocol: ImageProtocol;
@@ -24,6 +25,8 @@ export interface TrainDashboardOptions {
 export interface TrainDashboard {
   onEvent: TrainEventListener;
   close(): Promise<void>;
+  /** What the dashboard showed, as text: printed after it closes, so the terminal keeps a record. */
+  summary(): string;
 }
 
 export function startTrainDashboard(options: TrainDashboardOptions): TrainDashboard {
@@ -57,5 +60,5 @@ export function startTrainDashboard(options: TrainDashboardOptions): TrainDashbo
     store.dispatch(event);
     if (event.type === "step_finished" || event.type === "run_finished") loadRollouts();
   };
-  return { onEvent, close: () => live.close() };
+  return { onEvent, close: () => live.close(), summary: () => summaryText(store.getState()) };
 }
