@@ -13,23 +13,8 @@ import { play } from "../../../envs/cli/play.ts";
 import { readLines, replay } from "../../../envs/cli/replay.ts";
 import { createEnv, instantiateEnv, listEnvs, resolveEnv } from "../../../envs/registry.ts";
 import { ENV_SERVER_DEFAULTS, EnvServer } from "../../../envs/remote/server.ts";
+import { integerFlag, numberFlag } from "../flags.ts";
 import { envPlayRenderer } from "../render/env-play.ts";
-
-function parseInteger(name: string) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (!Number.isInteger(n)) throw new VagenError(`--${name} must be an integer, got ${JSON.stringify(value)}`);
-    return n;
-  };
-}
-
-function parseNumber(name: string) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (!Number.isFinite(n) || n < 0) throw new VagenError(`--${name} must be a non-negative number, got ${JSON.stringify(value)}`);
-    return n;
-  };
-}
 
 export function register(program: Command): void {
   const env = program.command("env").description("inspect environments: list, play by hand, replay, render, serve over HTTP");
@@ -64,7 +49,7 @@ export function register(program: Command): void {
     .description("play an environment by hand in the terminal")
     .argument("<name>", "env name or import path (file.ts:Export)")
     .argument("[config...]", "env config as key=value")
-    .option("--seed <n>", "reset seed", parseInteger("seed"), 0)
+    .option("--seed <n>", "reset seed", integerFlag("seed"), 0)
     .option("--no-color", "describe images instead of drawing them")
     .action(async (name: string, config: string[], options: { seed: number; color: boolean }) => {
       const { env: instance, config: resolved } = await instantiateEnv(name, parseKeyValues(config));
@@ -82,7 +67,7 @@ export function register(program: Command): void {
     .argument("<name>", "env name or import path (file.ts:Export)")
     .argument("[config...]", "env config as key=value")
     .requiredOption("--responses <file>", "one JSON string per line; - reads stdin")
-    .option("--seed <n>", "reset seed", parseInteger("seed"), 0)
+    .option("--seed <n>", "reset seed", integerFlag("seed"), 0)
     .option("--images <dir>", "also save every observation image as PNG in this folder")
     .action(async (name: string, config: string[], options: { responses: string; seed: number; images?: string }) => {
       const instance = await createEnv(name, parseKeyValues(config));
@@ -105,7 +90,7 @@ export function register(program: Command): void {
     .argument("<name>", "env name or import path (file.ts:Export)")
     .argument("[config...]", "env config as key=value")
     .requiredOption("--out <file>", "PNG file to write")
-    .option("--seed <n>", "reset seed", parseInteger("seed"), 0)
+    .option("--seed <n>", "reset seed", integerFlag("seed"), 0)
     .action(async (name: string, config: string[], options: { out: string; seed: number }) => {
       const values = parseKeyValues(config);
       const definition = await resolveEnv(name);
@@ -129,13 +114,13 @@ export function register(program: Command): void {
     .argument("<name>", "env name or import path (file.ts:Export)")
     .argument("[config...]", "default env config as key=value (clients' env_config overrides it)")
     .option("--host <host>", "address to listen on", "127.0.0.1")
-    .option("--port <port>", "port (0 picks a free one)", parseInteger("port"), 8000)
+    .option("--port <port>", "port (0 picks a free one)", integerFlag("port", { min: 0, max: 65535 }), 8000)
     .option("--token <token>", "require this token (?token= or x-api-key); default: $VAGEN_ENV_TOKEN, then $GYM_API_KEY")
     .option("--insecure", "allow listening on a non-loopback address without a token")
-    .option("--max-sessions <n>", "0 = unlimited", parseInteger("max-sessions"), ENV_SERVER_DEFAULTS.maxSessions)
-    .option("--session-timeout <s>", "close sessions idle this long (seconds)", parseNumber("session-timeout"), ENV_SERVER_DEFAULTS.sessionTimeout)
-    .option("--max-inflight <n>", "concurrent requests admitted, 0 = unlimited", parseInteger("max-inflight"), ENV_SERVER_DEFAULTS.maxInflight)
-    .option("--max-body-bytes <n>", "largest request body accepted", parseInteger("max-body-bytes"), ENV_SERVER_DEFAULTS.maxBodyBytes)
+    .option("--max-sessions <n>", "0 = unlimited", integerFlag("max-sessions", { min: 0 }), ENV_SERVER_DEFAULTS.maxSessions)
+    .option("--session-timeout <s>", "close sessions idle this long (seconds)", numberFlag("session-timeout", { min: 0 }), ENV_SERVER_DEFAULTS.sessionTimeout)
+    .option("--max-inflight <n>", "concurrent requests admitted, 0 = unlimited", integerFlag("max-inflight", { min: 0 }), ENV_SERVER_DEFAULTS.maxInflight)
+    .option("--max-body-bytes <n>", "largest request body accepted", integerFlag("max-body-bytes", { min: 1 }), ENV_SERVER_DEFAULTS.maxBodyBytes)
     .action(
       async (
         name: string,
