@@ -189,12 +189,13 @@ export class Qwen25VLChatModel implements ModelFamily {
   // ---- training --------------------------------------------------------------------------
 
   forwardForTraining(batch: TrainingBatch, opts: TrainingForwardOptions = {}): Tensor {
-    const images = batch.images.flat();
     if (batch.images.length !== batch.inputIds.length) {
       throw new VagenError(`training batch: ${batch.inputIds.length} rows of ids but ${batch.images.length} rows of images`);
     }
+    const images = batch.images.flat();
+    const processed = images.length > 0 ? processImages(images, this.imageOptions) : undefined;
+    this.checkRowImages(batch, processed?.gridThw ?? []);
     return torch.tidy(() => {
-      const processed = images.length > 0 ? processImages(images, this.imageOptions) : undefined;
       const out = this.model.forwardBatch(
         {
           inputIds: batch.inputIds as number[][],
@@ -205,6 +206,24 @@ export class Qwen25VLChatModel implements ModelFamily {
         { mathAttention: opts.mathAttention },
       );
       return out.hidden;
+    });
+  }
+
+  /**
+   * Each row's image tokens must be its own images' (the forward merges features in batch
+   * order, so images given to the wrong row would land in another row's placeholders).
+   */
+  private checkRowImages(batch: TrainingBatch, grids: readonly (readonly number[])[]): void {
+    const imageId = this.model.config.imageTokenId;
+    let next = 0;
+    batch.inputIds.forEach((ids, b) => {
+      const tokens = ids.reduce((n, id) => n + (id === imageId ? 1 : 0), 0);
+      const rowGrids = grids.slice(next, next + batch.images[b]!.length);
+      next += rowGrids.length;
+      const expected = rowGrids.reduce((n, g) => n + mergedTokenCount(g, this.imageOptions.mergeSize), 0);
+      if (tokens !== expected) {
+        throw new VagenError(`training batch row ${b}: ${tokens} image token(s), but its ${rowGrids.length} image(s) make ${expected}`);
+      }
     });
   }
 
