@@ -23,6 +23,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { loadEngine, type LoadedEngine } from "../../src/engine/load.ts";
 import * as torch from "../../src/torch/index.ts";
+import { F } from "../../src/torch/index.ts";
 import { compareLogprobs, fixtureMessages, textMessages } from "../engine/logprob-check.ts";
 import { FIXTURE_DIR } from "../models/fixture.ts";
 
@@ -38,7 +39,9 @@ const PARITY_DIR = join(import.meta.dir, "..", "fixtures", "qwen2_5_vl_parity");
 
 /**
  * Half-precision runs use math attention, as test/gpu/engine.test.ts does: with the
- * libtorch 2.11 build the fused SDPA kernels crash the process on bf16 inputs.
+ * libtorch 2.11 build the fused SDPA kernels crash the process on bf16 inputs. The
+ * vision tower calls SDPA too, so libtorch's fused backends are switched off for the run
+ * as well (and restored after).
  */
 const HALF_ATTENTION_IS_MATH = true;
 
@@ -55,11 +58,14 @@ for (const { dtype, maxAbs, meanAbs } of RUNS) {
     describe.skipIf(!cudaAvailable())(`engine sampling log-probs = training forward log-probs (${fixture} fixture, CUDA, ${dtype})`, () => {
       const mathAttention = dtype !== "f32" && HALF_ATTENTION_IS_MATH;
       let loaded: LoadedEngine;
+      let backends: F.SdpBackends | undefined;
       beforeAll(() => {
+        if (mathAttention) backends = F.sdpBackends({ flash: false, memEfficient: false, cudnn: false, math: true });
         loaded = loadEngine(dir, { device: "cuda", dtype, max_seq_len: 512, kv_cache_gib: 0.1, max_slots: 8, attention: mathAttention ? "math" : "fused" });
       });
       afterAll(async () => {
         await loaded.close();
+        if (backends) F.sdpBackends(backends);
       });
 
       test("text and image prompts, batched, at temperature 1", async () => {
