@@ -112,6 +112,35 @@ describe.skipIf(!haveBinary || !haveScript)("the dashboard in the compiled binar
     expect(output.slice(left)).toContain(`summary: ${join(out, "summary.json")}`);
   }, 120_000);
 
+  test("train on a terminal: the dashboard during one CPU step, then its text summary", async () => {
+    const out = mkdtempSync(join(tmpdir(), "vagen-tui-train-"));
+    temporaries.push(out);
+    const { code, output } = await onTerminal(
+      [
+        "train",
+        join(ROOT, "examples", "train", "tiny-cpu.yaml"),
+        "trainer.total_steps=1",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=0",
+        `trainer.output_dir=${out}`,
+        "--image",
+        "blocks",
+      ],
+      [],
+      170_000,
+    );
+    expect(code).toBe(0);
+    expect(output).toContain(ENTER_ALTERNATE_SCREEN);
+    expect(output).toContain("vagen train");
+    expect(output).toContain("rollout");
+    const left = output.lastIndexOf(LEAVE_ALTERNATE_SCREEN);
+    expect(left).toBeGreaterThan(0);
+    const after = output.slice(left);
+    expect(after).toContain(`train run ${out}: step 1/1`);
+    expect(after).toMatch(/entropy +\d/);
+    expect(after).toContain("checkpoints: step 1");
+  }, 180_000);
+
   test("eval with --no-tui on a terminal keeps the progress bar", async () => {
     const out = mkdtempSync(join(tmpdir(), "vagen-tui-eval-"));
     temporaries.push(out);
