@@ -60,6 +60,11 @@ export interface CollectOptions {
    * record's order), the scores of that turn or undefined.
    */
   scoreTurns?: (episodes: readonly EpisodeRecord[], signal?: AbortSignal) => Promise<(TurnScores | undefined)[][]>;
+  /**
+   * Fail when the batch gives no row at all (default true). A caller that splits one
+   * training batch into several calls (one per env spec) sets false and checks the union.
+   */
+  requireRows?: boolean;
   /** Called as each episode's rows are built (progress, dumps). */
   onEpisode?: (episode: RolloutEpisode) => void;
 }
@@ -144,7 +149,7 @@ export async function collectRollouts(options: CollectOptions): Promise<RolloutB
     return episode;
   });
   const rows = episodes.flatMap((e) => e.rows);
-  if (rows.length === 0) {
+  if (rows.length === 0 && options.requireRows !== false) {
     const reasons = Object.entries(countBy(episodes.flatMap((e) => (e.dropped ? [e.dropped] : []))));
     throw new VagenError(
       `the rollout batch gave no training rows: all ${episodes.length} episode(s) were dropped (${reasons.map(([r, k]) => `${r}: ${k}`).join(", ") || "none had a sampled token"})`,

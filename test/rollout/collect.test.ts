@@ -102,5 +102,8 @@ describe("collectRollouts", () => {
   test("a batch in which every episode is dropped fails with the reasons", async () => {
     const run = collectRollouts({ client: new ScriptedClient(replyFor), items: [{ env: "poison", seed: 1 }], n: 2, harness: concatHarness(), sampling: {}, maxTurns: 1, createEnv: envFor([]) });
     await expect(run).rejects.toThrow("all 2 episode(s) were dropped (sampled_vision_token: 2)");
+    // Unless the caller checks the union of several calls itself.
+    const part = await collectRollouts({ client: new ScriptedClient(replyFor), items: [{ env: "poison", seed: 1 }], n: 1, harness: concatHarness(), sampling: {}, maxTurns: 1, createEnv: envFor([]), requireRows: false });
+    expect([part.rows.length, part.metrics.dropped]).toEqual([0, { sampled_vision_token: 1 }]);
   });
 });
