@@ -155,7 +155,10 @@ export function chooseShim(opts: ChooseOptions): ShimChoice {
     return { path: join(dir, LIBRARY), source: "cached", reason: `compiled earlier for ${describe(lt)} (${tildify(dir)})`, libtorch: lt, key };
   }
   if (opts.progressPrefix) {
-    process.stderr.write(`${opts.progressPrefix} no prebuilt shim for ${describe(lt)}: compiling one into ${tildify(dir)} (once; from seconds on many cores to minutes on a few)\n`);
+    const what = opts.rebuild
+      ? `compiling the shim for ${describe(lt)} again into ${tildify(dir)}`
+      : `no prebuilt shim for ${describe(lt)}: compiling one into ${tildify(dir)} (once; from seconds on many cores to minutes on a few)`;
+    process.stderr.write(`${opts.progressPrefix} ${what}\n`);
   }
   const built = compileIntoCache(lt, dir, opts, sources);
   if (opts.progressPrefix) process.stderr.write(`${opts.progressPrefix} shim ready (${built.seconds.toFixed(1)} s)\n`);
