@@ -9,6 +9,7 @@ import { Command, CommanderError } from "commander";
 import { type ConfigKind, registerConfigKind } from "../config/kinds.ts";
 import { redactText } from "../config/redact.ts";
 import { evalConfigKind } from "../evaluation/config.ts";
+import { sftConfigKind } from "../sft/config.ts";
 import { trainConfigKind } from "../training/config.ts";
 import { VERSION } from "../version.ts";
 import { VagenError } from "../core/errors.ts";
@@ -19,7 +20,7 @@ import { commands } from "./commands/index.ts";
  * command that runs it would. Listed here, not registered by importing a module, so the
  * set does not depend on which modules happen to be loaded.
  */
-export const CONFIG_KINDS: readonly ConfigKind[] = [evalConfigKind, trainConfigKind];
+export const CONFIG_KINDS: readonly ConfigKind[] = [evalConfigKind, trainConfigKind, sftConfigKind];
 
 export function registerConfigKinds(kinds: readonly ConfigKind[] = CONFIG_KINDS): void {
   for (const kind of kinds) registerConfigKind(kind);

@@ -12,8 +12,9 @@ import { register as generate } from "./generate.ts";
 import { register as monitor } from "./monitor.ts";
 import { register as serve } from "./serve.ts";
 import { register as setup } from "./setup.ts";
+import { register as sft } from "./sft.ts";
 import { register as train } from "./train.ts";
 
 export type RegisterCommand = (program: Command) => void;
 
-export const commands: RegisterCommand[] = [train, evaluate, monitor, generate, serve, env, config, doctor, setup];
+export const commands: RegisterCommand[] = [train, sft, evaluate, monitor, generate, serve, env, config, doctor, setup];

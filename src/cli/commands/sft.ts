@@ -1,0 +1,37 @@
+/**
+ * `vagen sft CONFIG.yaml [key.path=value ...]`: supervised warm-start of a policy on
+ * trajectories (a solver's, or `vagen eval` outputs filtered by success). Thin: load the
+ * config, run the loop, print one line per event.
+ */
+import type { Command } from "commander";
+import { loadSftConfig } from "../../sft/config.ts";
+import { runSft, type SftEvent } from "../../sft/trainer.ts";
+
+export function register(program: Command): void {
+  program
+    .command("sft")
+    .description("supervised fine-tuning on trajectories (solver demonstrations or vagen eval outputs); writes model directories")
+    .argument("<config>", "sft config YAML (see examples/sft/)")
+    .argument("[overrides...]", "key.path=value overrides, e.g. train.epochs=3 data.solver.episodes=64")
+    .option("--json", "print the result as JSON on the last line")
+    .action(async (file: string, overrides: string[], opts: { json?: boolean }) => {
+      const config = loadSftConfig(file, overrides);
+      const result = await runSft(config, (event) => process.stderr.write(`${sftEventLine(event)}\n`));
+      if (opts.json) process.stdout.write(`${JSON.stringify({ model_dir: result.modelDir, steps: result.steps, final_loss: result.finalLoss })}\n`);
+      else process.stdout.write(`model: ${result.modelDir}\n`);
+    });
+}
+
+/** One plain line per event. */
+export function sftEventLine(event: SftEvent): string {
+  switch (event.type) {
+    case "data":
+      return `sft: ${event.episodes} episodes (success ${event.successRate.toFixed(2)}), ${event.kept} kept -> ${event.samples} samples, ${event.trainedTokens} trained tokens`;
+    case "step":
+      return `sft step ${event.step}/${event.totalSteps} (epoch ${event.epoch}): loss ${event.loss.toFixed(4)}, token accuracy ${event.tokenAccuracy.toFixed(3)}, lr ${event.lr.toExponential(2)}, grad norm ${event.gradNorm.toFixed(3)}`;
+    case "checkpoint":
+      return `sft checkpoint: ${event.dir}`;
+    case "finished":
+      return `sft finished: ${event.steps} steps in ${event.seconds.toFixed(1)} s`;
+  }
+}

@@ -1,0 +1,28 @@
+/**
+ * The demo's harness: each turn the policy sees only the current observation (the board
+ * and the last move), no system prompt and no history.
+ *
+ * The env's system prompt explains the game and the answer format in English: that is
+ * for a pretrained model that reads. The demo's policy starts from random weights and
+ * learns the format from demonstrations, so the prompt would be ~150 tokens it attends
+ * over on every turn without being able to use them: five times the compute per token
+ * trained, for nothing. FrozenLake's observations are Markov (the board shows everything),
+ * so one observation per turn loses no information.
+ */
+import { defineHarness } from "../harness/loop.ts";
+import { listHarnesses, registerHarness } from "../harness/registry.ts";
+
+export const OBSERVATION_ONLY_HARNESS = "observation_only";
+
+/** Register the harness (once) so configs, the trainer and eval can name it. */
+export function registerObservationOnlyHarness(): void {
+  if (listHarnesses().includes(OBSERVATION_ONLY_HARNESS)) return;
+  registerHarness(OBSERVATION_ONLY_HARNESS, () =>
+    defineHarness({
+      name: OBSERVATION_ONLY_HARNESS,
+      rowPerTurn: true,
+      stopOnSuccess: false,
+      prompt: ({ current }) => [current],
+    }),
+  );
+}

@@ -1,0 +1,70 @@
+/**
+ * The demo's task: which env, with what config, and the base policy made for it (a
+ * tokenizer learned on the task's own text, then a small random Qwen2.5-VL over it).
+ */
+import { messageText } from "../core/chat.ts";
+import type { SolverDataConfig } from "../sft/config.ts";
+import { solverEpisodes } from "../sft/episodes.ts";
+import { OBSERVATION_ONLY_HARNESS } from "./harness.ts";
+import { DEMO_MODEL_SPEC, parameterCount, writeTinyQwenModelDir, type TinyQwenSpec } from "./model-dir.ts";
+import { trainBpeTokenizer } from "./tokenizer.ts";
+
+export type DemoEnv = "frozenlake" | "sokoban";
+export type DemoRender = "vision" | "text";
+
+export interface DemoTask {
+  /** Registered env name. */
+  envName: "FrozenLake" | "Sokoban";
+  envConfig: Record<string, unknown>;
+  /** The harness every phase runs (and the supervised samples' layout). */
+  harness: typeof OBSERVATION_ONLY_HARNESS;
+  /** Turn limit per episode (enough for a shortest path plus a few detours). */
+  maxTurns: number;
+  /** Seeds of the supervised demonstrations, RL and validation: three disjoint ranges. */
+  sftSeedStart: number;
+  trainSeedStart: number;
+  valSeedStart: number;
+}
+
+/**
+ * FrozenLake 4x4 (not slippery), one move per answer, answers only (`<answer>Right</answer>`):
+ * a reactive policy that reads the board each turn. Sokoban: 6x6 rooms with one box.
+ */
+export function demoTask(env: DemoEnv, render: DemoRender): DemoTask {
+  const seeds = { sftSeedStart: 1_000_000, trainSeedStart: 0, valSeedStart: 5_000_000, harness: OBSERVATION_ONLY_HARNESS };
+  const answerOnly = { prompt_format: "no_think", max_actions_per_step: 1, use_example_in_sys_prompt: false, render_mode: render };
+  if (env === "frozenlake") return { envName: "FrozenLake", envConfig: { ...answerOnly, size: 4 }, maxTurns: 8, ...seeds };
+  return { envName: "Sokoban", envConfig: { ...answerOnly, dim_room: [6, 6], num_boxes: 1 }, maxTurns: 10, ...seeds };
+}
+
+/** Solver demonstrations for `task` (the SFT phase's data, and the tokenizer's corpus). */
+export function demoSolverData(task: DemoTask, episodes: number, randomActionProb: number): SolverDataConfig {
+  return {
+    env: task.envName,
+    config: task.envConfig,
+    episodes,
+    seed_start: task.sftSeedStart,
+    max_turns: task.maxTurns,
+    random_action_prob: randomActionProb,
+    actions_per_turn: 1,
+  };
+}
+
+/**
+ * Write the demo's base policy to `dir`: a tokenizer whose merges come from the task's text
+ * (system prompt, observations and answers of a few solver episodes, with the chat
+ * template's role lines), and random weights from `seed`. Returns its parameter count.
+ */
+export async function writeDemoBaseModel(dir: string, task: DemoTask, opts: { seed: number; spec?: TinyQwenSpec }): Promise<{ parameters: number; vocabSize: number }> {
+  const spec = opts.spec ?? DEMO_MODEL_SPEC;
+  const episodes = await solverEpisodes(demoSolverData(task, 16, 0.3), { seed: opts.seed });
+  const corpus = ["system\nYou are a helpful assistant.\nuser\nassistant\n"];
+  for (const e of episodes) {
+    corpus.push(messageText(e.system), ...e.observations.map(messageText), ...e.replies);
+  }
+  // Every answer word must be one token whatever the demonstrations happened to hold.
+  corpus.push(...["Left", "Down", "Right", "Up"].flatMap((a) => Array<string>(8).fill(`<answer>${a}</answer>`)));
+  const tokenizer = trainBpeTokenizer(corpus, { maxMerges: 600 });
+  writeTinyQwenModelDir(dir, spec, tokenizer, { seed: opts.seed });
+  return { parameters: parameterCount(spec, tokenizer.vocabSize), vocabSize: tokenizer.vocabSize };
+}

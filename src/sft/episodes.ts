@@ -1,0 +1,187 @@
+/**
+ * Where supervised trajectories come from, as one shape: an episode's system prompt, the
+ * observations the agent saw (the first one and the one after each turn) and its replies.
+ *
+ * - Solver episodes: the env is played through the real harness loop, with a client that
+ *   answers from a solver (BFS for FrozenLake and Sokoban) instead of a model; a share of
+ *   the moves is uniformly random, so demonstrations can be imperfect on purpose.
+ * - Eval episodes: the folders `vagen eval` writes (messages.json with its PNGs, and
+ *   metrics.json for the outcome).
+ *
+ * Either way the messages are exactly what a harness sends a model, so a policy trained on
+ * them is prompted the same way in RL and in evaluation.
+ */
+import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import type { Env } from "../../envs/_common/types.ts";
+import { FrozenLakeEnv } from "../../envs/frozenlake/env.ts";
+import { FL_ACTIONS, shortestPath } from "../../envs/frozenlake/map.ts";
+import { SokobanEnv } from "../../envs/sokoban/env.ts";
+import { ACTIONS as SOKOBAN_ACTIONS } from "../../envs/sokoban/room.ts";
+import { shortestSolution } from "../../envs/sokoban/solver.ts";
+import type { Completion, InferenceClient } from "../clients/types.ts";
+import type { ChatMessage, ContentPart } from "../core/chat.ts";
+import { VagenError } from "../core/errors.ts";
+import { Rng } from "../core/rng.ts";
+import { observationToMessage, reportedSuccess } from "../harness/observation.ts";
+import { createHarness } from "../harness/registry.ts";
+import { readPng } from "../models/image-io.ts";
+import type { SolverDataConfig } from "./config.ts";
+
+/** One episode as the agent lived it. `observations.length` is `replies.length + 1`. */
+export interface Episode {
+  /** Where it came from, for messages (e.g. `FrozenLake seed 7`, or a folder). */
+  source: string;
+  system: ChatMessage;
+  observations: ChatMessage[];
+  replies: string[];
+  success: boolean;
+}
+
+/** The next moves an expert would make from the env's current state (empty: no plan). */
+type Planner = () => string[];
+
+interface SolverEnv {
+  env: Env;
+  planner: Planner;
+  actions: readonly string[];
+}
+
+function solverEnv(config: SolverDataConfig): SolverEnv {
+  if (config.env === "FrozenLake") {
+    const env = new FrozenLakeEnv(config.config);
+    const planner = () => {
+      const at = env.current;
+      return at ? (shortestPath(at.desc, [at.row, at.col]) ?? []) : [];
+    };
+    return { env, planner, actions: FL_ACTIONS };
+  }
+  const env = new SokobanEnv(config.config);
+  const planner = () => {
+    const room = env.currentRoom;
+    return room ? (shortestSolution(room, 100, 50_000) ?? []) : [];
+  };
+  return { env, planner, actions: SOKOBAN_ACTIONS };
+}
+
+/** `right` -> `Right`, the way the envs' prompts spell actions. */
+function actionWord(action: string): string {
+  return action.charAt(0).toUpperCase() + action.slice(1);
+}
+
+/**
+ * A client that plays the solver's moves: each answer is `<answer>A,B</answer>` with up to
+ * `actions_per_turn` moves, each replaced by a random one with `random_action_prob`.
+ */
+class SolverClient implements InferenceClient {
+  readonly description = "solver";
+
+  constructor(
+    private readonly solver: SolverEnv,
+    private readonly config: SolverDataConfig,
+    private readonly separator: string,
+    private readonly rng: Rng,
+  ) {}
+
+  async create(): Promise<Completion> {
+    const plan = this.solver.planner();
+    const moves: string[] = [];
+    for (let i = 0; i < this.config.actions_per_turn; i++) {
+      const planned = plan[i];
+      if (planned === undefined && i > 0) break;
+      const random = planned === undefined || this.rng.next() < this.config.random_action_prob;
+      // After a random move the rest of the plan no longer applies: end the answer there.
+      moves.push(random ? this.solver.actions[this.rng.int(this.solver.actions.length)]! : planned!);
+      if (random) break;
+    }
+    const text = `<answer>${moves.map(actionWord).join(this.separator)}</answer>`;
+    return { text, finishReason: "stop", usage: { promptTokens: 0, completionTokens: 0 } };
+  }
+}
+
+/**
+ * Play `config.episodes` episodes with the solver through the harness loop. The harness
+ * only decides what the solver is sent, which it ignores; the episode keeps every
+ * observation, and samples.ts frames them for the harness the policy will run under.
+ */
+export async function solverEpisodes(config: SolverDataConfig, opts: { seed: number }): Promise<Episode[]> {
+  const harness = await createHarness("no_concat", {});
+  const episodes: Episode[] = [];
+  const rng = new Rng(opts.seed, 7);
+  for (let i = 0; i < config.episodes; i++) {
+    const solver = solverEnv(config);
+    const envConfig = (solver.env as FrozenLakeEnv | SokobanEnv).config;
+    const format = String(envConfig.prompt_format);
+    if (!["no_think", "eval_mode"].includes(format)) {
+      throw new VagenError(
+        `data.solver.config.prompt_format: got "${format}", expected no_think or eval_mode`,
+        "solver demonstrations are answers only (<answer>...</answer>); they write no reasoning for the thinking formats",
+      );
+    }
+    const seed = config.seed_start + i;
+    const client = new SolverClient(solver, config, String(envConfig.action_sep), rng);
+    const record = await harness.runEpisode({ env: solver.env, client, seed, maxTurns: config.max_turns, sampling: {} });
+    await solver.env.close();
+    if (record.error) throw new VagenError(`${config.env} seed ${seed}: the solver episode ended in an error: ${record.error.message}`);
+    const lastInfo = record.turns.at(-1)?.info;
+    episodes.push({
+      source: `${config.env} seed ${seed}`,
+      system: observationToMessage("system", record.systemPrompt),
+      observations: [record.initialObservation, ...record.turns.map((t) => t.observation)].map((o) => observationToMessage("user", o)),
+      replies: record.turns.map((t) => t.completion.text),
+      success: reportedSuccess(lastInfo) === true,
+    });
+  }
+  return episodes;
+}
+
+/** A message as messages.json holds it (images as PNG paths relative to the episode folder). */
+interface DumpedMessage {
+  role: ChatMessage["role"];
+  content: ({ type: "text"; text: string } | { type: "image"; path: string })[];
+}
+
+/** Every episode folder (`<tag>/seed_<N>/` with messages.json and metrics.json) under `dir`. */
+export function evalEpisodeDirs(dir: string): string[] {
+  if (!existsSync(dir)) throw new VagenError(`data.eval_dirs: ${dir}: directory not found`, "give folders that vagen eval wrote (its output_dir)");
+  const found: string[] = [];
+  for (const tag of readdirSync(dir, { withFileTypes: true })) {
+    if (!tag.isDirectory()) continue;
+    for (const ep of readdirSync(join(dir, tag.name), { withFileTypes: true })) {
+      const epDir = join(dir, tag.name, ep.name);
+      if (ep.isDirectory() && existsSync(join(epDir, "messages.json")) && existsSync(join(epDir, "metrics.json"))) found.push(epDir);
+    }
+  }
+  return found.sort();
+}
+
+/** Read one episode folder written by `vagen eval`. */
+export function readEvalEpisode(dir: string): Episode {
+  const messagesPath = join(dir, "messages.json");
+  const dumped = JSON.parse(readFileSync(messagesPath, "utf8")) as DumpedMessage[];
+  const metrics = JSON.parse(readFileSync(join(dir, "metrics.json"), "utf8")) as { success?: boolean };
+  const toMessage = (m: DumpedMessage): ChatMessage => ({
+    role: m.role,
+    content: m.content.map((part): ContentPart => (part.type === "image" ? { type: "image", image: readPng(join(dir, part.path)) } : { type: "text", text: part.text })),
+  });
+  const [system, ...rest] = dumped;
+  if (!system || system.role !== "system" || rest[0]?.role !== "user") {
+    throw new VagenError(`${messagesPath}: expected a system message then a user message first`);
+  }
+  const observations: ChatMessage[] = [];
+  const replies: string[] = [];
+  rest.forEach((m, i) => {
+    const expected = i % 2 === 0 ? "user" : "assistant";
+    if (m.role !== expected) throw new VagenError(`${messagesPath}: message ${i + 1}: expected role "${expected}", got "${m.role}"`);
+    if (m.role === "user") observations.push(toMessage(m));
+    else replies.push(m.content.map((p) => (p.type === "text" ? p.text : "")).join(""));
+  });
+  // An episode cut short by an error ends on a reply without the observation after it.
+  if (observations.length === replies.length) observations.push({ role: "user", content: [] });
+  return { source: dir, system: toMessage(system), observations, replies, success: metrics.success === true };
+}
+
+/** Every episode under the given `vagen eval` output directories. */
+export function evalEpisodes(dirs: readonly string[]): Episode[] {
+  return dirs.flatMap((dir) => evalEpisodeDirs(dir).map(readEvalEpisode));
+}

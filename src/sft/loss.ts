@@ -1,0 +1,63 @@
+/**
+ * The supervised loss of a batch of conversations: next-token cross-entropy on the
+ * model's own tokens only (loss mask 1), summed, plus how many of those tokens the model
+ * already predicts (argmax), for a readable accuracy.
+ *
+ * Rows are right-padded to the longest; padding is masked out of attention and loss. The
+ * images of every row go through the vision tower together, in row order, which is the
+ * order `forwardBatch` merges their features into the image-pad positions.
+ */
+import * as torch from "../torch/index.ts";
+import type { Tensor } from "../torch/index.ts";
+import type { ConversationRecord } from "../models/conversation.ts";
+import { processImages, type ImageProcessorOptions } from "../models/image-processor.ts";
+import type { Qwen25VLModel } from "../models/qwen2_5_vl/model.ts";
+
+/** Targets that carry no loss (PyTorch's ignore_index). */
+const IGNORE = -100;
+
+export interface BatchLoss {
+  /** Sum of the trained tokens' negative log-likelihoods (a 0-d tensor with a graph). */
+  lossSum: Tensor;
+  /** Trained tokens in the batch. */
+  tokens: number;
+  /** Trained tokens the model's argmax already gets right. */
+  correct: number;
+}
+
+export function batchLoss(model: Qwen25VLModel, imageOptions: ImageProcessorOptions, samples: readonly ConversationRecord[], padId: number): BatchLoss {
+  const width = Math.max(...samples.map((s) => s.tokenIds.length));
+  const inputIds = samples.map((s) => [...s.tokenIds, ...new Array<number>(width - s.tokenIds.length).fill(padId)]);
+  const attentionMask = samples.map((s) => [...new Array<number>(s.tokenIds.length).fill(1), ...new Array<number>(width - s.tokenIds.length).fill(0)]);
+  // Position t predicts token t + 1: the target at t is the next token when the model sampled it.
+  const targets = new Float64Array(samples.length * (width - 1)).fill(IGNORE);
+  let tokens = 0;
+  samples.forEach((s, b) => {
+    for (let t = 1; t < s.tokenIds.length; t++) {
+      if (s.lossMask[t] === 1) {
+        targets[b * (width - 1) + t - 1] = s.tokenIds[t]!;
+        tokens++;
+      }
+    }
+  });
+
+  const images = samples.flatMap((s) => s.images.map((i) => i.image));
+  const processed = images.length ? processImages(images, imageOptions) : undefined;
+
+  return torch.tidy(() => {
+    const pixelValues = processed ? torch.tensor(processed.pixelValues, [processed.numPatches, processed.patchDim], { dtype: "f32", device: model.device }) : undefined;
+    const { hidden } = model.forwardBatch({
+      inputIds,
+      attentionMask: samples.length > 1 ? attentionMask : undefined,
+      pixelValues,
+      imageGridThw: processed?.gridThw ?? [],
+    });
+    const logits = model.logits(hidden.narrow(1, 0, width - 1)).to("f32");
+    const vocab = logits.shape[2]!;
+    const flat = logits.reshape([-1, vocab]);
+    const target = torch.tensor(targets, [targets.length], { dtype: "i64", device: model.device });
+    const lossSum = torch.F.crossEntropy(flat, target, { reduction: "sum", ignoreIndex: IGNORE });
+    const correct = torch.noGrad(() => flat.argmax(1).eq(target).sum().item());
+    return { lossSum, tokens, correct };
+  });
+}

@@ -1,0 +1,155 @@
+/**
+ * `vagen sft`'s pieces: the config (bad keys and impossible data fail, naming the key),
+ * episodes from the solver and from `vagen eval` folders, and the samples they become:
+ * exactly the reply tokens and the end-of-turn token are trained, framed as the chat
+ * template frames them, in the layout of the harness the policy will run under.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { stringify } from "yaml";
+import { encodePng } from "../../src/core/png.ts";
+import { VagenError } from "../../src/core/errors.ts";
+import { ChatTemplate } from "../../src/models/chat-template.ts";
+import { DEFAULT_IMAGE_PROCESSOR } from "../../src/models/image-processor.ts";
+import { Qwen25VLConversationCodec } from "../../src/models/qwen2_5_vl/conversation-codec.ts";
+import { Qwen25VLProcessor } from "../../src/models/qwen2_5_vl/processor.ts";
+import { TextTokenizer } from "../../src/models/tokenizer.ts";
+import { loadSftConfig } from "../../src/sft/config.ts";
+import { evalEpisodes, solverEpisodes, type Episode } from "../../src/sft/episodes.ts";
+import { episodeSamples } from "../../src/sft/samples.ts";
+import { FrozenLakeEnv } from "../../envs/frozenlake/env.ts";
+import { FIXTURE_DIR } from "../models/fixture.ts";
+
+const tokenizer = TextTokenizer.fromDir(FIXTURE_DIR);
+const processor = new Qwen25VLProcessor(tokenizer, ChatTemplate.fromDir(FIXTURE_DIR), DEFAULT_IMAGE_PROCESSOR, 366);
+const codec = new Qwen25VLConversationCodec(processor);
+const IM_END = 362;
+const replies = { encode: (text: string) => tokenizer.encode(text), endOfTurnId: IM_END };
+
+const dirs: string[] = [];
+const tempDir = () => {
+  const dir = mkdtempSync(join(tmpdir(), "vagen-sft-"));
+  dirs.push(dir);
+  return dir;
+};
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+const FROZENLAKE_TEXT = { render_mode: "text", size: 4, prompt_format: "no_think", max_actions_per_step: 1 };
+
+describe("config", () => {
+  const write = (body: Record<string, unknown>) => {
+    const file = join(tempDir(), "sft.yaml");
+    writeFileSync(file, stringify(body));
+    return file;
+  };
+  const base = { model_dir: "model", output_dir: "out", data: { solver: { env: "FrozenLake", episodes: 4 } } };
+
+  test("paths resolve against the config file's folder; defaults fill the rest", () => {
+    const file = write(base);
+    const config = loadSftConfig(file, ["train.epochs=3"]);
+    expect(config.model_dir).toBe(join(file, "..", "model"));
+    expect(config.output_dir).toBe(join(file, "..", "out"));
+    expect(config.train.epochs).toBe(3);
+    expect(config.data.layout).toBe("no_concat");
+    expect(config.data.solver!.random_action_prob).toBe(0);
+  });
+
+  test("a misspelled key, an unknown solver env and missing data fail naming the key", () => {
+    const file = write(base);
+    expect(() => loadSftConfig(file, ["optim.learning_rate=1"])).toThrow(/optim\.learning_rate/);
+    expect(() => loadSftConfig(file, ["data.solver.env=Chess"])).toThrow(/data\.solver\.env/);
+    expect(() => loadSftConfig(write({ ...base, data: {} }), [])).toThrow(/key "data": no trajectories/);
+    expect(() => loadSftConfig(file, ["train.batch_size=16", "train.micro_batch_size=5"])).toThrow(/train\.micro_batch_size/);
+  });
+});
+
+describe("episodes", () => {
+  test("solver episodes without random moves reach the goal by a shortest path", async () => {
+    const episodes = await solverEpisodes({ env: "FrozenLake", config: FROZENLAKE_TEXT, episodes: 6, seed_start: 100, max_turns: 12, random_action_prob: 0, actions_per_turn: 1 }, { seed: 0 });
+    expect(episodes).toHaveLength(6);
+    for (const [i, episode] of episodes.entries()) {
+      expect(episode.success).toBe(true);
+      const env = new FrozenLakeEnv(FROZENLAKE_TEXT);
+      const { info } = await env.reset(100 + i);
+      expect(episode.replies).toHaveLength(info.optimal_solution_length as number);
+      expect(episode.observations).toHaveLength(episode.replies.length + 1);
+      expect(episode.replies.every((r) => /^<answer>(Left|Down|Right|Up)<\/answer>$/.test(r))).toBe(true);
+    }
+  });
+
+  test("random moves make some demonstrations worse, reproducibly", async () => {
+    const config = { env: "FrozenLake" as const, config: FROZENLAKE_TEXT, episodes: 24, seed_start: 0, max_turns: 8, random_action_prob: 0.5, actions_per_turn: 1 };
+    const a = await solverEpisodes(config, { seed: 3 });
+    const b = await solverEpisodes(config, { seed: 3 });
+    expect(a.map((e) => e.replies)).toEqual(b.map((e) => e.replies));
+    expect(a.some((e) => !e.success)).toBe(true);
+    expect(a.some((e) => e.success)).toBe(true);
+  });
+
+  test("vagen eval folders are read back with their images, and keep their outcome", () => {
+    const root = tempDir();
+    const image = { width: 2, height: 2, data: new Uint8Array([255, 0, 0, 0, 255, 0, 0, 0, 255, 9, 9, 9]) };
+    const writeEpisode = (seed: number, success: boolean) => {
+      const dir = join(root, "frozenlake", `seed_${seed}`);
+      mkdirSync(join(dir, "images"), { recursive: true });
+      writeFileSync(join(dir, "images", "obs_00_0.png"), encodePng(image));
+      const messages = [
+        { role: "system", content: [{ type: "text", text: "You are a FrozenLake solver." }] },
+        { role: "user", content: [{ type: "text", text: "[Initial Observation]:\n" }, { type: "image", path: "images/obs_00_0.png" }] },
+        { role: "assistant", content: [{ type: "text", text: "<answer>Down</answer>" }], turn: 1 },
+        { role: "user", content: [{ type: "text", text: "done" }] },
+      ];
+      writeFileSync(join(dir, "messages.json"), JSON.stringify(messages));
+      writeFileSync(join(dir, "metrics.json"), JSON.stringify({ success }));
+    };
+    writeEpisode(1, true);
+    writeEpisode(2, false);
+    const episodes = evalEpisodes([root]);
+    expect(episodes.map((e) => e.success)).toEqual([true, false]);
+    const first = episodes[0]!;
+    expect(first.replies).toEqual(["<answer>Down</answer>"]);
+    expect(first.observations).toHaveLength(2);
+    const part = first.observations[0]!.content[1]!;
+    expect(part.type === "image" && Array.from(part.image.data)).toEqual(Array.from(image.data));
+    expect(() => evalEpisodes([join(root, "missing")])).toThrow(VagenError);
+  });
+});
+
+describe("samples", () => {
+  const episode: Episode = {
+    source: "hand-written",
+    system: { role: "system", content: [{ type: "text", text: "Play." }] },
+    observations: ["first", "second", "third"].map((text) => ({ role: "user" as const, content: [{ type: "text" as const, text }] })),
+    replies: ["<answer>Left</answer>", "<answer>Up</answer>"],
+    success: true,
+  };
+  const trained = (ids: readonly number[], mask: readonly number[]) => ids.filter((_, i) => mask[i] === 1);
+
+  test("no_concat: one sample per turn; only the reply and <|im_end|> are trained", () => {
+    const samples = episodeSamples(episode, "no_concat", codec, replies);
+    expect(samples).toHaveLength(2);
+    samples.forEach((s, t) => {
+      expect(trained(s.tokenIds, s.lossMask)).toEqual([...tokenizer.encode(episode.replies[t]!), IM_END]);
+      const text = tokenizer.decode(s.tokenIds);
+      expect(text).toBe(`<|im_start|>system\nPlay.<|im_end|>\n<|im_start|>user\n${["first", "second"][t]}<|im_end|>\n<|im_start|>assistant\n${episode.replies[t]}<|im_end|>\n`);
+    });
+  });
+
+  test("observation_only: the template's default system prompt, then the observation", () => {
+    const [first] = episodeSamples(episode, "observation_only", codec, replies);
+    expect(tokenizer.decode(first!.tokenIds)).toBe(
+      "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nfirst<|im_end|>\n<|im_start|>assistant\n<answer>Left</answer><|im_end|>\n",
+    );
+  });
+
+  test("concat: one sample holding every turn, every reply trained; the last observation is left out", () => {
+    const samples = episodeSamples(episode, "concat", codec, replies);
+    expect(samples).toHaveLength(1);
+    const s = samples[0]!;
+    expect(trained(s.tokenIds, s.lossMask)).toEqual([...tokenizer.encode(episode.replies[0]!), IM_END, ...tokenizer.encode(episode.replies[1]!), IM_END]);
+    expect(s.replySpans).toHaveLength(2);
+    expect(tokenizer.decode(s.tokenIds)).not.toContain("third");
+  });
+});
