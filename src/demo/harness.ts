@@ -12,7 +12,7 @@
 import { defineHarness } from "../harness/loop.ts";
 import { listHarnesses, registerHarness } from "../harness/registry.ts";
 
-export const OBSERVATION_ONLY_HARNESS = "observation_only";
+export const OBSERVATION_ONLY_HARNESS = "observation_only" as const;
 
 /** Register the harness (once) so configs, the trainer and eval can name it. */
 export function registerObservationOnlyHarness(): void {

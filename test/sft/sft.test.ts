@@ -36,7 +36,7 @@ const tempDir = () => {
 };
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 
-const FROZENLAKE_TEXT = { render_mode: "text", size: 4, prompt_format: "no_think", max_actions_per_step: 1 };
+const FROZENLAKE_TEXT = { render_mode: "text" as const, size: 4, prompt_format: "no_think" as const, max_actions_per_step: 1 };
 
 describe("config", () => {
   const write = (body: Record<string, unknown>) => {
