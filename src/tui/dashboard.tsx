@@ -100,8 +100,13 @@ export function Dashboard({ store, title, size, onQuit, onInterrupt, initialPane
   const [pane, setPane] = useState<Pane>(initialPane);
   const [selected, setSelected] = useState<number | null>(null); // null: follow the newest episode
   const [turn, setTurn] = useState(0);
+  const [detailsOffset, setDetailsOffset] = useState(0);
   const [asking, setAsking] = useState(false);
 
+  // Header, footer and the warning line; a terminal smaller than 80x24 still gets a frame, cut.
+  const bodyHeight = Math.max(6, rows - 3);
+  // The details pane lists non-validation metrics, two rows below its title.
+  const lastDetailsOffset = Math.max(0, Object.keys(state.series).filter((k) => !k.startsWith("val/")).length - (bodyHeight - 2));
   const episodes = state.episodes;
   const episodeIndex = Math.min(selected ?? episodes.length - 1, episodes.length - 1);
   const turns = episodes[episodeIndex]?.turns.length ?? 0;
@@ -132,18 +137,20 @@ export function Dashboard({ store, title, size, onQuit, onInterrupt, initialPane
     if (key.rightArrow) return page(episodeIndex + 1);
     if (input === "g") return page(0);
     if (input === "G") return page(episodes.length - 1);
+    if (pane === "details") {
+      if (key.upArrow) return setDetailsOffset((o) => Math.max(0, o - 1));
+      if (key.downArrow) return setDetailsOffset((o) => Math.min(lastDetailsOffset, o + 1));
+    }
     if (key.upArrow) return setTurn((t) => Math.max(0, t - 1));
     if (key.downArrow) return setTurn((t) => Math.min(turns, t + 1));
   });
 
   const width = Math.max(40, columns);
-  // Header, footer and the warning line; a terminal smaller than 80x24 still gets a frame, cut.
-  const bodyHeight = Math.max(6, rows - 3);
   const body =
     pane === "rollouts" ? (
       <EpisodeViewer episodes={episodes} episodeIndex={Math.max(0, episodeIndex)} turnIndex={Math.min(turn, turns)} width={width} height={bodyHeight} />
     ) : pane === "details" ? (
-      <Details state={state} width={width} height={bodyHeight} />
+      <Details state={state} width={width} height={bodyHeight} offset={detailsOffset} />
     ) : state.kind === "eval" ? (
       <EvalOverview state={state} width={width} height={bodyHeight} />
     ) : (

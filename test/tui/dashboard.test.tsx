@@ -140,6 +140,28 @@ describe("episode viewer", () => {
   });
 });
 
+describe("details pane", () => {
+  test("every metric's latest value, scrolled with ↑/↓", async () => {
+    const metrics = Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`perf/m${String(i).padStart(2, "0")}`, i]));
+    const store = storeWith([{ type: "metrics", step: 1, metrics }]);
+    const { lastFrame, stdin, unmount } = render(<Dashboard store={store} title="t" size={{ columns: 80, rows: 24 }} initialPane="details" />);
+    // Body 21 rows: title, 19 metrics, the position line.
+    expect(lastFrame()).toMatch(/perf\/m00 +0\n/);
+    expect(lastFrame()).toContain("1-19 of 30 (↑/↓ to scroll)");
+    for (let i = 0; i < 20; i++) stdin.write(KEYS.down);
+    await settle();
+    // Scrolling stops at the last full page: 30 - 19 = 11 rows down.
+    expect(lastFrame()).toContain("12-30 of 30");
+    expect(lastFrame()).not.toMatch(/perf\/m10 /);
+    expect(lastFrame()).toMatch(/perf\/m29 +29/);
+    stdin.write(KEYS.up);
+    await settle();
+    expect(lastFrame()).toContain("11-29 of 30");
+    expectFits(lastFrame()!, 80, 24);
+    unmount();
+  });
+});
+
 describe("eval view", () => {
   test("per-env progress, running success rate and reward, failures", () => {
     const outcome = (tag: string, seed: number, success: boolean, reward: number, error?: string): DashboardEvent => ({

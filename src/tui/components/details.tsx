@@ -7,7 +7,7 @@ import { WarningList } from "./notices.tsx";
  * Everything that does not fit the overview: the last validation table, every metric's
  * latest value, checkpoints, warnings and notes.
  */
-export function Details({ state, width, height }: { state: DashboardState; width: number; height: number }) {
+export function Details({ state, width, height, offset = 0 }: { state: DashboardState; width: number; height: number; offset?: number }) {
   const half = Math.max(20, Math.floor(width / 2) - 1);
   const metricRows = Math.max(1, height - 2);
   const metrics = Object.entries(state.series)
@@ -15,7 +15,9 @@ export function Details({ state, width, height }: { state: DashboardState; width
     .map(([key, s]) => [key, s.values[s.values.length - 1]] as const);
   const v = state.validation;
   const right = width - half - 1;
-  const keyWidth = Math.max(8, Math.min(right - 10, ...metrics.map(([k]) => k.length)));
+  // ↑/↓ scroll the metric list; the offset is clamped so the last page stays full.
+  const first = Math.max(0, Math.min(offset, metrics.length - metricRows));
+  const keyWidth = Math.max(8, Math.min(right - 10, Math.max(0, ...metrics.map(([k]) => k.length))));
   return (
     <Box flexDirection="row" width={width} height={height}>
       <Box flexDirection="column" width={half}>
@@ -53,12 +55,16 @@ export function Details({ state, width, height }: { state: DashboardState; width
       <Box flexDirection="column" width={right} marginLeft={1}>
         <Text bold>latest metrics</Text>
         {metrics.length === 0 ? <Text dimColor>none yet</Text> : null}
-        {metrics.slice(0, metricRows).map(([key, value]) => (
+        {metrics.slice(first, first + metricRows).map(([key, value]) => (
           <Text key={key} wrap="truncate">
             {truncate(key, keyWidth).padEnd(keyWidth)} {formatValue(value).padStart(8)}
           </Text>
         ))}
-        {metrics.length > metricRows ? <Text dimColor>{metrics.length - metricRows} more</Text> : null}
+        {metrics.length > metricRows ? (
+          <Text dimColor>
+            {first + 1}-{Math.min(metrics.length, first + metricRows)} of {metrics.length} (↑/↓ to scroll)
+          </Text>
+        ) : null}
       </Box>
     </Box>
   );

@@ -19,18 +19,36 @@ export function rewardSplitText(split: RewardSplit): string {
   return parts.join(" + ");
 }
 
-/** Wrap to `width` and keep at most `rows` lines (the rest is marked cut). */
-function clip(text: string, width: number, rows: number): string {
+/** `text` hard-wrapped to `width` columns. */
+function wrap(text: string, width: number): string[] {
   const lines: string[] = [];
   for (const paragraph of text.split("\n")) {
     if (paragraph === "") lines.push("");
     for (let at = 0; at < paragraph.length; at += width) lines.push(paragraph.slice(at, at + width));
   }
+  return lines;
+}
+
+/** Wrap to `width` and keep at most `rows` lines (the rest is marked cut). */
+function clip(text: string, width: number, rows: number): string {
+  const lines = wrap(text, width);
   return lines.length <= rows ? lines.join("\n") : `${lines.slice(0, Math.max(0, rows - 1)).join("\n")}\n…`;
 }
 
+/** Rows each reply part may take: an equal share of `rows`. */
+function rowsPerPart(turn: TurnView, rows: number): number {
+  return Math.max(1, Math.floor(rows / Math.max(1, turn.parts.length)));
+}
+
+/** Rows the reply takes on screen, so the observation can have the rest. */
+function replyRows(turn: TurnView, width: number, rows: number): number {
+  if (turn.parts.length === 0) return 1;
+  const perPart = rowsPerPart(turn, rows);
+  return turn.parts.reduce((n, part) => n + Math.min(perPart, wrap(part.text, Math.max(8, width - PART_STYLE[part.kind].label.length - 2)).length), 0);
+}
+
 function Reply({ turn, width, rows }: { turn: TurnView; width: number; rows: number }) {
-  const perPart = Math.max(1, Math.floor(rows / Math.max(1, turn.parts.length)));
+  const perPart = rowsPerPart(turn, rows);
   if (turn.parts.length === 0) return <Text dimColor>(empty reply)</Text>;
   return (
     <Box flexDirection="column">
@@ -72,6 +90,8 @@ export function EpisodeViewer({ episodes, episodeIndex, turnIndex, width, height
   const textWidth = Math.max(20, width - imageColumns - 2);
   const outcome = episode.error ? `${episode.finishReason}: ${episode.error}` : episode.success ? "success" : episode.finishReason === "max_turns" ? "turn limit" : "fail";
   const bodyRows = Math.max(3, height - 4);
+  // The reply gets most of the body; the observation keeps at least three rows.
+  const replyBudget = Math.max(2, bodyRows - 4);
   return (
     <Box flexDirection="column" width={width} height={height}>
       <Text wrap="truncate">
@@ -94,8 +114,8 @@ export function EpisodeViewer({ episodes, episodeIndex, turnIndex, width, height
       </Text>
       <Box flexDirection="row" height={bodyRows}>
         <Box flexDirection="column" width={textWidth}>
-          {turn ? <Reply turn={turn} width={textWidth} rows={Math.max(2, bodyRows - 4)} /> : null}
-          <Text dimColor>{clip(`observation: ${observation}`, textWidth, turn ? 3 : bodyRows)}</Text>
+          {turn ? <Reply turn={turn} width={textWidth} rows={replyBudget} /> : null}
+          <Text dimColor>{clip(`observation: ${observation}`, textWidth, turn ? Math.max(3, bodyRows - replyRows(turn, textWidth, replyBudget)) : bodyRows)}</Text>
         </Box>
         {images.length > 0 ? (
           <Box flexDirection="column" marginLeft={2} width={imageColumns}>
