@@ -3,6 +3,7 @@
  * loadTrainConfig (before any model is loaded), naming the key.
  */
 import { describe, expect, test } from "bun:test";
+import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { loadTrainConfig } from "../../src/training/config.ts";
 
@@ -69,4 +70,19 @@ describe("train config", () => {
     expect(await failure(["data.train_batch_size=128", "actor.ppo_mini_batch_size=2", "critic.ppo_mini_batch_size=2"])).toContain('key "data.train_batch_size"');
     expect(await failure(["rollout.use_engine_logprobs=true", "actor.ppo_epochs=2"])).toContain('key "rollout.use_engine_logprobs"');
   });
+});
+
+describe("the example recipes", () => {
+  const dir = join(import.meta.dir, "../../examples/train");
+  const recipes = readdirSync(dir).filter((f) => f.endsWith(".yaml") && !f.startsWith("_"));
+  test("there is one for each VAGEN recipe", () => {
+    expect(recipes.length).toBeGreaterThanOrEqual(11);
+  });
+  for (const file of recipes) {
+    test(`${file} passes every check`, async () => {
+      const { config, estimator } = await loadTrainConfig(join(dir, file));
+      expect(config.trainer.output_dir.startsWith("/")).toBe(true);
+      expect(estimator.spec.name).toBe(config.algorithm.adv_estimator);
+    });
+  }
 });
