@@ -8,6 +8,7 @@ import { register as config } from "./config.ts";
 import { register as doctor } from "./doctor.ts";
 import { register as env } from "./env.ts";
 import { register as evaluate } from "./eval.ts";
+import { register as exportModel } from "./export.ts";
 import { register as generate } from "./generate.ts";
 import { register as monitor } from "./monitor.ts";
 import { register as serve } from "./serve.ts";
@@ -17,4 +18,4 @@ import { register as train } from "./train.ts";
 
 export type RegisterCommand = (program: Command) => void;
 
-export const commands: RegisterCommand[] = [train, sft, evaluate, monitor, generate, serve, env, config, doctor, setup];
+export const commands: RegisterCommand[] = [train, exportModel, sft, evaluate, monitor, generate, serve, env, config, doctor, setup];

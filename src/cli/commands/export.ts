@@ -1,0 +1,25 @@
+/**
+ * `vagen export CHECKPOINT --out DIR`: a training checkpoint's actor as a Hugging Face
+ * model directory (config, safetensors, tokenizer, chat template, processor config)
+ * that transformers, `vagen eval` and `vagen serve` load.
+ */
+import type { Command } from "commander";
+import { VagenError } from "../../core/errors.ts";
+import { exportCheckpoint } from "../../training/export.ts";
+
+export function register(program: Command): void {
+  program
+    .command("export")
+    .description("write a training checkpoint's actor as a Hugging Face model directory")
+    .argument("<checkpoint>", "checkpoints/step_<N>, its actor/ folder, or best_actor/ of a vagen train run")
+    .requiredOption("--out <dir>", "the model directory to write")
+    .option("--base <model_dir>", "the base model directory (default: the run's model.model_dir)")
+    .option("--dtype <dtype>", "convert the weights: f32, bf16 or f16 (default: as trained)")
+    .action((checkpoint: string, opts: { out: string; base?: string; dtype?: string }) => {
+      if (opts.dtype !== undefined && !["f32", "bf16", "f16"].includes(opts.dtype)) {
+        throw new VagenError(`--dtype: got "${opts.dtype}", expected f32, bf16 or f16`);
+      }
+      const result = exportCheckpoint(checkpoint, opts.out, { base: opts.base, dtype: opts.dtype as "f32" | "bf16" | "f16" | undefined });
+      process.stdout.write(`exported ${result.tensors} tensors to ${result.out}\n`);
+    });
+}

@@ -1,0 +1,81 @@
+/**
+ * A checkpoint's actor as a Hugging Face model directory: the base model's config,
+ * tokenizer, chat template and processor configs, with the trained weights under the
+ * same names, so transformers, `vagen eval` and `vagen serve` load it like the original.
+ *
+ * The checkpoint may be `checkpoints/step_<N>` (its `actor/` is used), its `actor/`
+ * directly, or `best_actor/`. The base model is the run's `model.model_dir` (read from the
+ * run's config.yaml) unless given. The directory is written next to its target and
+ * renamed into place, so a failed export leaves nothing half-written.
+ */
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
+import YAML from "yaml";
+import { VagenError } from "../core/errors.ts";
+import { safetensors, type DType, type Tensor } from "../torch/index.ts";
+import * as torch from "../torch/index.ts";
+
+/** Files of a model directory other than its weights. */
+const MODEL_FILES = [
+  "config.json",
+  "generation_config.json",
+  "tokenizer.json",
+  "tokenizer_config.json",
+  "special_tokens_map.json",
+  "vocab.json",
+  "merges.txt",
+  "added_tokens.json",
+  "chat_template.jinja",
+  "chat_template.json",
+  "preprocessor_config.json",
+  "video_preprocessor_config.json",
+];
+
+/** The directory holding the actor's safetensors within a checkpoint path. */
+export function actorWeightsDir(checkpoint: string): string {
+  const dir = resolve(checkpoint);
+  if (existsSync(join(dir, "actor"))) return join(dir, "actor");
+  if (readdirSync(dir).some((f) => f.endsWith(".safetensors") && f.startsWith("model"))) return dir;
+  throw new VagenError(`${checkpoint}: no actor weights here`, "pass checkpoints/step_<N>, its actor/ folder, or best_actor/");
+}
+
+/** The run's base model directory, from the config.yaml of the run the checkpoint belongs to. */
+export function baseModelDir(checkpoint: string): string {
+  let dir = resolve(checkpoint);
+  for (let i = 0; i < 4; i++) {
+    const cfg = join(dir, "config.yaml");
+    if (existsSync(cfg)) {
+      const modelDir = (YAML.parse(readFileSync(cfg, "utf8")) as { model?: { model_dir?: string } }).model?.model_dir;
+      if (modelDir) return modelDir;
+    }
+    dir = dirname(dir);
+  }
+  throw new VagenError(`${checkpoint}: cannot find the run's config.yaml (with model.model_dir) above it`, "pass the base model directory with --base");
+}
+
+export function exportCheckpoint(checkpoint: string, out: string, opts: { base?: string; dtype?: DType } = {}): { out: string; tensors: number } {
+  const weightsDir = actorWeightsDir(checkpoint);
+  const base = resolve(opts.base ?? baseModelDir(checkpoint));
+  if (!existsSync(join(base, "config.json"))) throw new VagenError(`${base}: not a model directory (no config.json)`);
+  const target = resolve(out);
+  const tmp = join(dirname(target), `.${basename(target)}.tmp-${process.pid}`);
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  const weights: Map<string, Tensor> = existsSync(join(weightsDir, safetensors.INDEX_FILE)) ? safetensors.loadSharded(weightsDir) : safetensors.load(join(weightsDir, "model.safetensors"));
+  try {
+    // The critic's head never belongs to the policy.
+    for (const name of [...weights.keys()]) if (name.startsWith("value_head.")) weights.get(name)!.dispose(), weights.delete(name);
+    const converted = opts.dtype ? new Map([...weights].map(([k, t]) => [k, torch.tidy(() => t.to(opts.dtype!))])) : weights;
+    safetensors.saveSharded(tmp, converted, { metadata: { format: "pt" } });
+    if (converted !== weights) for (const t of converted.values()) t.dispose();
+    for (const file of MODEL_FILES) if (existsSync(join(base, file))) copyFileSync(join(base, file), join(tmp, file));
+    rmSync(target, { recursive: true, force: true });
+    renameSync(tmp, target);
+    return { out: target, tensors: weights.size };
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw err;
+  } finally {
+    for (const t of weights.values()) t.dispose();
+  }
+}
