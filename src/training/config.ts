@@ -197,6 +197,8 @@ export const TrainerSection = v.strictObject({
   total_steps: v.optional(positiveInt("total_steps"), 401),
   /** Save a checkpoint every this many steps (and at the end); 0: only at the end. */
   save_freq: v.optional(nonNegativeInt("save_freq"), 100),
+  /** Save a checkpoint after the last step too (off for throwaway benchmark runs). */
+  save_at_end: v.optional(v.boolean(), true),
   /** Validate every this many steps (and at the end); 0: never during training. */
   test_freq: v.optional(nonNegativeInt("test_freq"), 20),
   val_before_train: v.optional(v.boolean(), true),

@@ -557,7 +557,7 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
       emit({ type: "metrics", step, metrics });
 
       // ---- checkpoint ----
-      if ((trainer.save_freq > 0 && step % trainer.save_freq === 0) || step === trainer.total_steps) {
+      if ((trainer.save_freq > 0 && step % trainer.save_freq === 0) || (trainer.save_at_end && step === trainer.total_steps)) {
         await timer.phase("checkpoint", "save_checkpoint", () => checkpoint(step), "the checkpoint write");
       }
       emit({ type: "step_finished", step, totalSteps: trainer.total_steps, seconds: (performance.now() - stepStart) / 1000 });
