@@ -56,7 +56,9 @@ export function startLiveDashboard(options: LiveDashboardOptions): LiveDashboard
   return {
     closed,
     async close() {
+      // Draw the last state before leaving, so the final frame is the finished run.
       options.store.flush();
+      await instance?.waitUntilRenderFlush();
       instance?.unmount();
       await closed;
     },
