@@ -5,6 +5,7 @@
  */
 import type { Command } from "commander";
 import { register as config } from "./config.ts";
+import { register as demo } from "./demo.ts";
 import { register as doctor } from "./doctor.ts";
 import { register as env } from "./env.ts";
 import { register as evaluate } from "./eval.ts";
@@ -18,4 +19,4 @@ import { register as train } from "./train.ts";
 
 export type RegisterCommand = (program: Command) => void;
 
-export const commands: RegisterCommand[] = [train, exportModel, sft, evaluate, monitor, generate, serve, env, config, doctor, setup];
+export const commands: RegisterCommand[] = [demo, train, exportModel, sft, evaluate, monitor, generate, serve, env, config, doctor, setup];

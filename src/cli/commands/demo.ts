@@ -1,0 +1,121 @@
+/**
+ * `vagen demo`: a small vision-language policy made in-process, warm-started on imperfect
+ * demonstrations, then improved by RL (the `vagen train` loop) and validated on held-out
+ * boards; minutes on a CPU, nothing downloaded. Thin: parse the flags, run src/demo with a
+ * view of its events (the live dashboard on a terminal during RL, plain lines otherwise),
+ * print the summary (`--json`: as the last line).
+ */
+import type { Command } from "commander";
+import { join } from "node:path";
+import { runDemo, type DemoEvent, type DemoSummary } from "../../demo/demo.ts";
+import { VagenError } from "../../core/errors.ts";
+import type { TrainEventListener } from "../../training/events.ts";
+import { startTrainDashboard, type TrainDashboard } from "../../tui/train-dashboard.ts";
+import { type ImageMode, parseImageMode, resolveImageMode } from "../../tui/image/index.ts";
+import { integerFlag } from "../flags.ts";
+import { trainLogRenderer } from "../render/train-lines.ts";
+import { sftEventLine } from "./sft.ts";
+
+/** Exit status after Ctrl-C, as shells report a SIGINT death (128 + 2). */
+const INTERRUPTED_EXIT = 130;
+
+interface DemoFlags {
+  env: string;
+  render: string;
+  algorithm: string;
+  steps?: number;
+  seed: number;
+  device: string;
+  out?: string;
+  json?: boolean;
+  tui: boolean;
+  image: ImageMode;
+}
+
+export function register(program: Command): void {
+  program
+    .command("demo")
+    .description("watch an agent learn in minutes on a CPU: a small Qwen2.5-VL-architecture policy, supervised warm start, then RL, then validation on held-out boards")
+    .option("--env <name>", "frozenlake or sokoban", "frozenlake")
+    .option("--render <mode>", "what the policy sees: vision (images) or text (a character grid)", "vision")
+    .option("--algorithm <name>", "grpo, or ppo (with a critic)", "grpo")
+    .option("--steps <n>", "RL steps (default: the recipe's)", integerFlag("steps", { min: 1 }))
+    .option("--seed <n>", "seed of the policy's initialisation, the data and the sampling", integerFlag("seed", { min: 0 }), 0)
+    .option("--device <device>", "cpu, or cuda (a bigger recipe)", "cpu")
+    .option("--out <dir>", "run directory (default: runs/demo/<env>-<render>-<time>)")
+    .option("--json", "print the summary as JSON on the last line")
+    .option("--no-tui", "plain lines instead of the live dashboard, even on a terminal")
+    .option("--image <mode>", "how the dashboard draws observation images: auto, kitty, iterm2, sixel, blocks, none", parseImageModeFlag, "auto")
+    .action(async (opts: DemoFlags) => {
+      process.exitCode = await demoCommand(opts);
+    });
+}
+
+function parseImageModeFlag(value: string): ImageMode {
+  try {
+    return parseImageMode(value);
+  } catch (err) {
+    throw new VagenError((err as Error).message);
+  }
+}
+
+function pick<T extends string>(flag: string, value: string, allowed: readonly T[]): T {
+  if (!(allowed as readonly string[]).includes(value)) throw new VagenError(`--${flag}: got ${JSON.stringify(value)}, expected one of ${allowed.join(", ")}`);
+  return value as T;
+}
+
+async function demoCommand(opts: DemoFlags): Promise<number> {
+  const env = pick("env", opts.env, ["frozenlake", "sokoban"] as const);
+  const render = pick("render", opts.render, ["vision", "text"] as const);
+  const algorithm = pick("algorithm", opts.algorithm, ["grpo", "ppo"] as const);
+  if (!/^(cpu|cuda(:\d+)?)$/.test(opts.device)) throw new VagenError(`--device: got ${JSON.stringify(opts.device)}, expected cpu, cuda or cuda:N`);
+  const stamp = new Date().toISOString().replace(/[:.]/g, "-").slice(0, 19);
+  const runDir = opts.out ?? join("runs", "demo", `${env}-${render}-${stamp}`);
+
+  const say = (line: string) => process.stderr.write(`${line}\n`);
+  const lines = trainLogRenderer(process.stderr);
+  const wantsDashboard = opts.tui && process.stdout.isTTY && process.stdin.isTTY;
+  const controller = new AbortController();
+  let dashboard: TrainDashboard | undefined;
+  let trainView: TrainEventListener = lines;
+  const onSigint = () => {
+    if (controller.signal.aborted) process.exit(INTERRUPTED_EXIT);
+    say("interrupted: stopping after this step (Ctrl-C again to quit now)");
+    controller.abort();
+  };
+  process.on("SIGINT", onSigint);
+
+  const onEvent = (event: DemoEvent) => {
+    if (event.type === "phase") {
+      if (event.phase === "rl" && wantsDashboard) {
+        // The dashboard takes the terminal for the RL phase; q gives it back to plain lines.
+        dashboard = startTrainDashboard({
+          protocol: resolveImageMode(opts.image),
+          outputDir: runDir,
+          onSaveAndStop: () => controller.abort(),
+          onStop: () => controller.abort(),
+          onQuit: () => (trainView = lines),
+        });
+        trainView = dashboard.onEvent;
+      }
+      if (!dashboard) say(event.message);
+    } else if (event.type === "sft") {
+      // One line per step would flood the terminal for a phase of a minute: every tenth, and the rest.
+      if (event.event.type !== "step" || event.event.step % 10 === 0 || event.event.step === event.event.totalSteps) say(sftEventLine(event.event));
+    } else {
+      trainView(event.event);
+    }
+  };
+
+  let summary: DemoSummary;
+  try {
+    summary = await runDemo({ env, render, algorithm, steps: opts.steps, seed: opts.seed, device: opts.device, runDir, signal: controller.signal }, onEvent);
+  } finally {
+    await dashboard?.close();
+    process.off("SIGINT", onSigint);
+  }
+  say(`success on held-out boards: ${summary.sft_success_rate.toFixed(2)} after sft -> ${summary.final_success_rate.toFixed(2)} after rl, ${summary.seconds.toFixed(0)} s`);
+  say(`run directory: ${summary.run_dir} (vagen monitor ${summary.run_dir}; the supervised policy is ${join(summary.run_dir, "sft", "final")})`);
+  if (opts.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
+  return 0;
+}

@@ -1,0 +1,114 @@
+/**
+ * `vagen demo`: watch an agent learn, on a laptop CPU, in minutes.
+ *
+ *   1. base policy  a Qwen2.5-VL-architecture model of about a million parameters, random
+ *                   from a fixed seed, with a tokenizer learned on the task's own text
+ *   2. sft          `vagen sft` on imperfect solver demonstrations (BFS with random moves):
+ *                   it learns the answer format and something of the task, not all of it
+ *   3. rl           `vagen train` (GRPO, or PPO with a critic) from the supervised policy;
+ *                   validation on held-out seeds before the first step and after the last
+ *
+ * Everything lands in one run directory, the trainer's: config.yaml, metrics.jsonl,
+ * TensorBoard events, rollouts/, checkpoints/ (so `vagen monitor` reads it), with base/
+ * (the random policy) and sft/ (the warm start, a model directory `vagen eval` takes).
+ * The RL phase's validation before training is the supervised policy's success rate; the
+ * one after the last step is the final success rate: both are in metrics.jsonl.
+ */
+import { join } from "node:path";
+import { VagenError } from "../core/errors.ts";
+import { runSft, type SftEvent } from "../sft/trainer.ts";
+import { checkTrainConfig } from "../training/config.ts";
+import type { TrainEvent } from "../training/events.ts";
+import { runTraining } from "../training/trainer.ts";
+import { registerObservationOnlyHarness } from "./harness.ts";
+import { demoRecipe, sftConfig, trainConfig, type DemoRecipe } from "./recipe.ts";
+import { demoTask, writeDemoBaseModel, type DemoEnv, type DemoRender } from "./task.ts";
+
+export interface DemoOptions {
+  env: DemoEnv;
+  render: DemoRender;
+  /** RL steps (default: the recipe's). */
+  steps?: number;
+  seed: number;
+  device: string;
+  algorithm: "grpo" | "ppo";
+  /** The run directory (created). */
+  runDir: string;
+  /** Replace parts of the device's recipe (tests use a smaller one). */
+  recipe?: Partial<DemoRecipe>;
+  signal?: AbortSignal;
+}
+
+export type DemoEvent =
+  | { type: "phase"; phase: "base" | "sft" | "rl" | "done"; message: string }
+  | { type: "sft"; event: SftEvent }
+  | { type: "train"; event: TrainEvent };
+
+export interface DemoSummary {
+  sft_success_rate: number;
+  final_success_rate: number;
+  seconds: number;
+  run_dir: string;
+  /** Seconds per phase, for the record (the machine's load shows here first). */
+  phase_seconds: { base: number; sft: number; rl: number };
+  parameters: number;
+  env: string;
+  render: DemoRender;
+  algorithm: "grpo" | "ppo";
+  rl_steps: number;
+}
+
+export async function runDemo(opts: DemoOptions, onEvent: (event: DemoEvent) => void = () => {}): Promise<DemoSummary> {
+  const started = performance.now();
+  registerObservationOnlyHarness();
+  const clock = () => (performance.now() - started) / 1000;
+  const task = demoTask(opts.env, opts.render);
+  const recipe = { ...demoRecipe(opts.device), ...opts.recipe };
+  const steps = opts.steps ?? recipe.rlSteps;
+
+  const baseDir = join(opts.runDir, "base");
+  const { parameters, vocabSize } = await writeDemoBaseModel(baseDir, task, { seed: opts.seed, spec: recipe.spec });
+  const baseSeconds = clock();
+  onEvent({ type: "phase", phase: "base", message: `base policy: Qwen2.5-VL architecture, ${(parameters / 1e6).toFixed(2)}M parameters, vocabulary ${vocabSize}, random from seed ${opts.seed} -> ${baseDir}` });
+
+  onEvent({ type: "phase", phase: "sft", message: `sft: ${recipe.sftEpisodes} solver episodes on ${task.envName} (${opts.render}), ${Math.round(recipe.sftRandomActionProb * 100)}% of moves random` });
+  const sft = await runSft(sftConfig(task, recipe, { baseModelDir: baseDir, outputDir: join(opts.runDir, "sft"), seed: opts.seed, device: opts.device }), (event) =>
+    onEvent({ type: "sft", event }),
+  );
+  const sftSeconds = clock() - baseSeconds;
+
+  onEvent({ type: "phase", phase: "rl", message: `rl: ${opts.algorithm === "grpo" ? "GRPO" : "PPO with a critic"}, ${steps} steps of ${recipe.rlBatch} x ${recipe.rlGroup} episodes from ${sft.modelDir}` });
+  const checked = checkTrainConfig(
+    trainConfig(task, recipe, { modelDir: sft.modelDir, outputDir: opts.runDir, seed: opts.seed, device: opts.device, steps, algorithm: opts.algorithm }),
+    "demo",
+  );
+  const validations: { step: number; successRate: number }[] = [];
+  const tag = task.envName.toLowerCase();
+  const result = await runTraining(checked, {
+    signal: opts.signal,
+    onEvent: (event) => {
+      if (event.type === "validation") validations.push({ step: event.step, successRate: event.metrics[`val/${tag}/success_rate`] ?? Number.NaN });
+      onEvent({ type: "train", event });
+    },
+  });
+  if (result.reason !== "completed") throw new VagenError(`demo: the RL phase ended early (${result.reason}) at step ${result.step}`, "the run directory keeps what finished");
+  const before = validations.find((v) => v.step === 0);
+  const after = validations.at(-1);
+  if (!before || !after || after.step === 0) throw new VagenError("demo: the RL phase did not validate before and after training");
+
+  const seconds = clock();
+  const summary: DemoSummary = {
+    sft_success_rate: before.successRate,
+    final_success_rate: after.successRate,
+    seconds,
+    run_dir: opts.runDir,
+    phase_seconds: { base: baseSeconds, sft: sftSeconds, rl: seconds - baseSeconds - sftSeconds },
+    parameters,
+    env: task.envName,
+    render: opts.render,
+    algorithm: opts.algorithm,
+    rl_steps: result.step,
+  };
+  onEvent({ type: "phase", phase: "done", message: `success on ${recipe.valEpisodes} held-out boards: ${before.successRate.toFixed(2)} after sft -> ${after.successRate.toFixed(2)} after rl (${seconds.toFixed(0)} s)` });
+  return summary;
+}

@@ -1,0 +1,134 @@
+/**
+ * The demo's recipe: how big the policy is, how much supervised warm-start it gets, and
+ * the RL run after it, per device. GRPO uses `trajectory_grpo` and PPO `default_gae`:
+ * both give every turn of an episode the episode's outcome (the no_concat harness makes a
+ * row per turn), which a per-row estimator would not. The numbers were tuned on a 2-core CPU so the whole
+ * demo (SFT, RL, validation) fits in minutes; docs/demo.md has the measurements.
+ */
+import * as v from "valibot";
+import type { SftConfig } from "../sft/config.ts";
+import { TrainConfig } from "../training/config.ts";
+import { DEMO_MODEL_SPEC, type TinyQwenSpec } from "./model-dir.ts";
+import { demoSolverData, type DemoTask } from "./task.ts";
+
+export interface DemoRecipe {
+  spec: TinyQwenSpec;
+  /** Solver episodes for the warm start, and the share of their moves that are random. */
+  sftEpisodes: number;
+  sftRandomActionProb: number;
+  sftEpochs: number;
+  sftLr: number;
+  /** RL: optimizer steps, env instances per step and rollouts per instance (GRPO's group). */
+  rlSteps: number;
+  rlBatch: number;
+  rlGroup: number;
+  rlLr: number;
+  /** Held-out validation episodes (before RL, and at the end). */
+  valEpisodes: number;
+  /** Tokens one answer may take. */
+  maxAnswerTokens: number;
+}
+
+/** The CPU recipe: a ~1.2M-parameter policy; the imperfect warm start leaves RL room to lift. */
+export const CPU_RECIPE: DemoRecipe = {
+  spec: DEMO_MODEL_SPEC,
+  sftEpisodes: 96,
+  sftRandomActionProb: 0.35,
+  sftEpochs: 2,
+  sftLr: 2e-3,
+  rlSteps: 20,
+  rlBatch: 8,
+  rlGroup: 4,
+  rlLr: 2e-4,
+  valEpisodes: 64,
+  maxAnswerTokens: 10,
+};
+
+/** On CUDA: a wider, deeper policy and more of everything (it reaches Sokoban too). */
+export const CUDA_RECIPE: DemoRecipe = {
+  spec: { ...DEMO_MODEL_SPEC, textHidden: 256, textLayers: 6, textHeads: 8, textKvHeads: 2, textIntermediate: 768, visionHidden: 128, visionDepth: 4, visionHeads: 4, visionIntermediate: 256 },
+  sftEpisodes: 512,
+  sftRandomActionProb: 0.35,
+  sftEpochs: 3,
+  sftLr: 1e-3,
+  rlSteps: 40,
+  rlBatch: 16,
+  rlGroup: 8,
+  rlLr: 1e-4,
+  valEpisodes: 128,
+  maxAnswerTokens: 10,
+};
+
+export function demoRecipe(device: string): DemoRecipe {
+  return device.startsWith("cuda") ? CUDA_RECIPE : CPU_RECIPE;
+}
+
+/** The supervised phase as a `vagen sft` config. */
+export function sftConfig(task: DemoTask, recipe: DemoRecipe, opts: { baseModelDir: string; outputDir: string; seed: number; device: string }): SftConfig {
+  return {
+    model_dir: opts.baseModelDir,
+    output_dir: opts.outputDir,
+    seed: opts.seed,
+    device: opts.device,
+    dtype: "f32",
+    data: {
+      layout: task.harness,
+      solver: demoSolverData(task, recipe.sftEpisodes, recipe.sftRandomActionProb),
+      eval_dirs: [],
+      // Failed demonstrations are kept too: they are part of what makes the warm start imperfect.
+      only_success: false,
+    },
+    optim: { lr: recipe.sftLr, weight_decay: 0, grad_clip: 1.0, warmup_steps: 5, schedule: "cosine" },
+    train: { epochs: recipe.sftEpochs, batch_size: 16, micro_batch_size: 16, max_steps: 0, save_every_epoch: false },
+  };
+}
+
+/**
+ * The RL phase as a `vagen train` config: GRPO (or PPO with a critic) on fresh training
+ * seeds, no_concat harness (each turn sees the system prompt and the current board, as in
+ * the warm start), greedy validation on the held-out seeds before training and at the end.
+ */
+export function trainConfig(
+  task: DemoTask,
+  recipe: DemoRecipe,
+  opts: { modelDir: string; outputDir: string; seed: number; device: string; steps: number; algorithm: "grpo" | "ppo" },
+): TrainConfig {
+  const env = {
+    name: task.envName,
+    max_turns: task.maxTurns,
+    response_length_per_turn: recipe.maxAnswerTokens,
+    config: task.envConfig,
+  };
+  const tag = task.envName.toLowerCase();
+  // Rows per turn vary with episode length: micro-batches by a token budget, not by count.
+  const update = { ppo_mini_batch_size: recipe.rlBatch, use_dynamic_bsz: true, ppo_max_token_len: 4096, ppo_epochs: 1 };
+  return v.parse(TrainConfig, {
+    model: { model_dir: opts.modelDir, device: opts.device.startsWith("cuda") ? "cuda" : "cpu", dtype: "f32" },
+    data: {
+      train_batch_size: recipe.rlBatch,
+      max_prompt_length: 1024,
+      max_response_length: 64,
+      train: { [tag]: { ...env, n_envs: 4096, seed: [task.trainSeedStart, task.trainSeedStart + 4095, 1] } },
+      val: { [tag]: { ...env, n_envs: recipe.valEpisodes, seed: [task.valSeedStart, task.valSeedStart + recipe.valEpisodes - 1, 1] } },
+    },
+    rollout: { n: recipe.rlGroup, temperature: 1.0 },
+    algorithm: { adv_estimator: opts.algorithm === "grpo" ? "trajectory_grpo" : "default_gae", gamma: 1.0, lam: 1.0 },
+    actor: { optim: { lr: recipe.rlLr, weight_decay: 0 }, ...update, entropy_coeff: 0 },
+    critic: { optim: { lr: 1e-3, weight_decay: 0 }, ...update },
+    trainer: {
+      total_steps: opts.steps,
+      save_freq: 0,
+      // Mid-run and at the end (validation also runs before the first step, see below).
+      test_freq: Math.max(1, Math.ceil(opts.steps / 2)),
+      val_before_train: true,
+      output_dir: opts.outputDir,
+      resume: "never",
+      harness: task.harness,
+      seed: opts.seed,
+      log_episodes: 4,
+      keep_checkpoints: 1,
+      save_best_actor: false,
+      watchdog_s: 0,
+    },
+  });
+}
