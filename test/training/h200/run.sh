@@ -9,8 +9,9 @@ H=test/training/h200
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 
-# 1. the export check (SKIP_TINY=1 skips it)
-if [ "${SKIP_TINY:-0}" != 1 ]; then on the tiny fixture (one CUDA training step, then transformers vs vagen)
+# 1. the export check on the tiny fixture (one CUDA training step, then transformers vs
+#    vagen) and tensorboard's reader; SKIP_TINY=1 skips both
+if [ "${SKIP_TINY:-0}" != 1 ]; then
 bun src/cli/main.ts train test/training/digit.yaml trainer.output_dir=/tmp/run-tiny trainer.total_steps=1 model.device=cuda algorithm.adv_estimator=default_gae trainer.tensorboard=true > "$OUT/tiny-train.log" 2>&1
 bun src/cli/main.ts export /tmp/run-tiny/checkpoints/step_1 --out /tmp/tiny-exported > "$OUT/export.log" 2>&1
 bun $H/vagen-logits.ts /tmp/tiny-exported /tmp/vagen-logits.json >> "$OUT/export.log" 2>&1
