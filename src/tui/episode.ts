@@ -8,8 +8,12 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import type { RGBImage } from "../core/image.ts";
 import type { EpisodeMetrics, FinishReason } from "../evaluation/episode-metrics.ts";
 import { type TextPart, splitReply } from "./text-parts.ts";
+
+/** An observation image: a PNG file's path, or pixels of an episode still running. */
+export type ImageSource = string | RGBImage;
 
 /** How a turn's reward came about, where the env said so. */
 export interface RewardSplit {
@@ -34,8 +38,8 @@ export interface TurnView {
   done: boolean;
   /** The observation the env answered with. */
   observationText: string;
-  /** Paths of the observation's images (absolute). */
-  images: string[];
+  /** The observation's images (absolute paths once the episode is written). */
+  images: ImageSource[];
 }
 
 export interface EpisodeView {
@@ -49,8 +53,10 @@ export interface EpisodeView {
   finishReason: FinishReason;
   error?: string;
   initialText: string;
-  initialImages: string[];
+  initialImages: ImageSource[];
   turns: TurnView[];
+  /** Still running: turns are added as they finish (eval's live view). */
+  running?: boolean;
 }
 
 /** An env's step info as metrics.json holds it (VAGEN's keys; the TUI never imports envs). */

@@ -189,8 +189,10 @@ export function reduce(state: DashboardState, event: DashboardEvent, now: number
     case "run_dir_opened":
       return { ...s, kind: event.kind, outputDir: event.outputDir, totalSteps: event.totalSteps ?? s.totalSteps };
     case "episode_loaded": {
-      const rest = s.episodes.filter((e) => e.id !== event.episode.id);
-      return { ...s, episodes: [...rest, event.episode].slice(-MAX_EPISODES) };
+      // An episode seen before (running, now written) keeps its place in the list.
+      const at = s.episodes.findIndex((e) => e.id === event.episode.id);
+      if (at >= 0) return { ...s, episodes: s.episodes.map((e, i) => (i === at ? event.episode : e)) };
+      return { ...s, episodes: [...s.episodes, event.episode].slice(-MAX_EPISODES) };
     }
     case "note":
       return { ...s, notes: [...s.notes, event.message].slice(-MAX_NOTICES) };

@@ -130,6 +130,20 @@ describe("episode viewer", () => {
     unmount();
   });
 
+  test("a running episode is shown as it plays, its image from pixels in memory", () => {
+    const pixels = { width: 2, height: 2, data: new Uint8Array([255, 0, 0, 0, 255, 0, 0, 0, 255, 9, 9, 9]) };
+    const running: DashboardEvent = {
+      type: "episode_loaded",
+      episode: {
+        id: "sokoban/seed_3", tag: "sokoban", seed: 3, success: false, reward: 0.1, finishReason: "max_turns", initialText: "", initialImages: [], running: true,
+        turns: [{ index: 1, reply: "<answer>Up</answer>", parts: [{ kind: "answer", text: "Up" }], actions: ["up"], reward: 0.1, rewardSplit: { env: 0.1 }, done: false, observationText: "moved", images: [pixels] }],
+      },
+    };
+    const { lastFrame, unmount } = render(<Dashboard store={storeWith([running])} title="vagen eval" size={{ columns: 80, rows: 24 }} initialPane="rollouts" />);
+    expect(lastFrame()).toContain("episode 1/1 sokoban/seed_3 running");
+    unmount();
+  });
+
   test("no episodes yet", async () => {
     const { lastFrame, stdin, unmount } = render(<Dashboard store={storeWith(trainEvents())} title="vagen train" size={{ columns: 80, rows: 24 }} initialPane="rollouts" />);
     expect(lastFrame()).toContain("no episodes yet");

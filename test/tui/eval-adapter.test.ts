@@ -25,6 +25,28 @@ test("eval runner events become dashboard events; finished and resumed episodes 
   };
   listen(runStarted);
   listen({ type: "episode_started", tag: "frozenlake_text", envName: "FrozenLake", seed: 0, dir: join(EVAL, "frozenlake_text", "seed_0"), progress: progress(1, 1) });
+  const pixels = { width: 1, height: 2, data: new Uint8Array([1, 2, 3, 4, 5, 6]) };
+  listen({
+    type: "turn_finished",
+    tag: "frozenlake_text",
+    seed: 0,
+    turn: 1,
+    maxTurns: 2,
+    text: "<think>left is safe</think><answer>Left</answer>",
+    completionFinishReason: "stop",
+    action: { actions: ["left"], formatCorrect: true },
+    reward: { total: 0.05, worldModel: { state_estimation: 0.03 }, env: 0.02 },
+    done: false,
+    observationText: "after the move",
+    images: [{ path: "images/obs_01_0.png", width: 1, height: 2, image: pixels }],
+  });
+  // While it runs, the viewer has it turn by turn, pixels and all.
+  const live = events.reduce((s, e) => reduce(s, e, 0), initialState()).episodes.find((e) => e.id === "frozenlake_text/seed_0")!;
+  expect(live.running).toBe(true);
+  expect(live.turns).toHaveLength(1);
+  expect(live.turns[0]).toMatchObject({ index: 1, actions: ["left"], formatCorrect: true, reward: 0.05, observationText: "after the move", images: [pixels] });
+  expect(live.turns[0]!.rewardSplit).toEqual({ env: 0.02, worldModel: 0.03 });
+  expect(live.turns[0]!.parts.map((p) => p.kind)).toEqual(["think", "answer"]);
   listen({
     type: "episode_finished",
     tag: "frozenlake_text",
@@ -47,6 +69,9 @@ test("eval runner events become dashboard events; finished and resumed episodes 
     "episode_loaded",
     "note",
     "eval_running",
+    // The running episode, then again after its turn.
+    "episode_loaded",
+    "episode_loaded",
     "eval_running",
     "eval_episode",
     "episode_loaded",
@@ -57,7 +82,11 @@ test("eval runner events become dashboard events; finished and resumed episodes 
     ["sokoban_vision", 1, 2, 0],
     ["frozenlake_text", 1, 2, 1],
   ]);
-  expect(state.episodes.map((e) => e.id)).toEqual(["sokoban_vision/seed_0", "frozenlake_text/seed_0"]);
+  // The finished episode, read from its folder, took the running one's place.
+  expect(state.episodes.map((e) => [e.id, e.running])).toEqual([
+    ["sokoban_vision/seed_0", undefined],
+    ["frozenlake_text/seed_0", undefined],
+  ]);
   expect(state.failures).toEqual([{ tag: "frozenlake_text", seed: 0, reason: "model_error", message: "HTTP 503" }]);
   expect(state.warnings[0]).toMatchObject({ code: "retry", message: "retry 1 in 0.50 s after: HTTP 503" });
   expect(state.notes).toEqual(["resume: 1 episode(s) already finished"]);

@@ -20,7 +20,7 @@ test("a graphics image keeps its box blank and is drawn at the box's place after
           <Box width={10}>
             <Text>left</Text>
           </Box>
-          <ImageView path={PNG} maxColumns={8} />
+          <ImageView source={PNG} maxColumns={8} />
         </Box>
       </Box>
     </GraphicsContext.Provider>,
@@ -43,7 +43,7 @@ test("a graphics image keeps its box blank and is drawn at the box's place after
 test("without an overlay (inline output, tests) a graphics protocol falls back to half-blocks", () => {
   const { lastFrame, unmount } = render(
     <GraphicsContext.Provider value={{ protocol: "kitty" }}>
-      <ImageView path={PNG} maxColumns={8} />
+      <ImageView source={PNG} maxColumns={8} />
     </GraphicsContext.Provider>,
   );
   expect(lastFrame()).toContain("▀");
@@ -52,7 +52,7 @@ test("without an overlay (inline output, tests) a graphics protocol falls back t
 });
 
 test("an unreadable image says so in its place", () => {
-  const { lastFrame, unmount } = render(<ImageView path="/nonexistent.png" maxColumns={8} />);
+  const { lastFrame, unmount } = render(<ImageView source="/nonexistent.png" maxColumns={8} />);
   expect(lastFrame()).toContain("[image unreadable");
   unmount();
 });

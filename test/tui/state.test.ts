@@ -111,12 +111,12 @@ describe("eval events", () => {
     expect(s.failures).toEqual([{ tag: "frozenlake", seed: 0, reason: "model_error", message: "HTTP 500" }]);
   });
 
-  test("the viewer keeps the newest episodes, one entry per id", () => {
+  test("the viewer keeps one entry per id; an episode loaded again keeps its place", () => {
     const ep = (id: string, reward: number): DashboardEvent => ({
       type: "episode_loaded",
       episode: { id, tag: "t", seed: 0, success: false, reward, finishReason: "done", initialText: "", initialImages: [], turns: [] },
     });
     const s = fold([[0, ep("a", 0)], [1, ep("b", 0)], [2, ep("a", 5)]]);
-    expect(s.episodes.map((e) => [e.id, e.reward])).toEqual([["b", 0], ["a", 5]]);
+    expect(s.episodes.map((e) => [e.id, e.reward])).toEqual([["a", 5], ["b", 0]]);
   });
 });

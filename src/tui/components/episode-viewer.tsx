@@ -88,7 +88,15 @@ export function EpisodeViewer({ episodes, episodeIndex, turnIndex, width, height
   const observation = turn ? turn.observationText : episode.initialText;
   const imageColumns = images.length > 0 ? Math.min(32, Math.max(12, Math.floor(width * 0.3))) : 0;
   const textWidth = Math.max(20, width - imageColumns - 2);
-  const outcome = episode.error ? `${episode.finishReason}: ${episode.error}` : episode.success ? "success" : episode.finishReason === "max_turns" ? "turn limit" : "fail";
+  const outcome = episode.running
+    ? "running"
+    : episode.error
+      ? `${episode.finishReason}: ${episode.error}`
+      : episode.success
+        ? "success"
+        : episode.finishReason === "max_turns"
+          ? "turn limit"
+          : "fail";
   const bodyRows = Math.max(3, height - 4);
   // The reply gets most of the body; the observation keeps at least three rows.
   const replyBudget = Math.max(2, bodyRows - 4);
@@ -119,7 +127,7 @@ export function EpisodeViewer({ episodes, episodeIndex, turnIndex, width, height
         </Box>
         {images.length > 0 ? (
           <Box flexDirection="column" marginLeft={2} width={imageColumns}>
-            <ImageView path={images[0]!} maxColumns={imageColumns} />
+            <ImageView source={images[0]!} maxColumns={imageColumns} />
           </Box>
         ) : null}
       </Box>

@@ -1,5 +1,6 @@
 import { Box, type DOMElement, Text } from "ink";
 import { createContext, useContext, useEffect, useId, useMemo, useRef } from "react";
+import type { ImageSource } from "../episode.ts";
 import { drawImage, type ImageProtocol, loadImage } from "../image/index.ts";
 import type { GraphicsOverlay } from "../overlay.ts";
 
@@ -12,15 +13,15 @@ export interface GraphicsSettings {
 export const GraphicsContext = createContext<GraphicsSettings>({ protocol: "blocks" });
 
 /**
- * An observation image from a PNG file, at most `maxColumns` cells wide. Half-blocks are
+ * An observation image (a PNG file, or pixels in memory), at most `maxColumns` cells wide. Half-blocks are
  * text Ink lays out; a graphics protocol gets a blank box the overlay draws into (without
  * an overlay, e.g. inline or in tests, half-blocks stand in).
  */
-export function ImageView({ path, maxColumns }: { path: string; maxColumns: number }) {
+export function ImageView({ source, maxColumns }: { source: ImageSource; maxColumns: number }) {
   const { protocol, overlay } = useContext(GraphicsContext);
   const id = useId();
   const ref = useRef<DOMElement>(null);
-  const image = useMemo(() => loadImage(path), [path]);
+  const image = useMemo(() => (typeof source === "string" ? loadImage(source) : source), [source]);
   const effective = protocol === "none" || protocol === "blocks" || overlay ? protocol : "blocks";
   const drawn = useMemo(
     () => (image instanceof Error || effective === "none" ? undefined : drawImage(image, effective, maxColumns)),
