@@ -62,6 +62,8 @@ import { dumpBatch, dumpEpisodes, MetricsLog, writeResolvedConfig } from "./outp
 import { TensorBoardWriter } from "./tensorboard.ts";
 import { ParameterOptimizer, updateActor, updateCritic, type OptimizerSettings, type RowColumns } from "./update.ts";
 import { Watchdog } from "./watchdog.ts";
+import { checkResponseFormats } from "./preflight.ts";
+import { createEnv } from "../../envs/registry.ts";
 
 export interface TrainOptions {
   onEvent?: TrainEventListener;
@@ -261,6 +263,15 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
   torch.manualSeed(trainer.seed);
   const harness = await createHarness(trainer.harness);
   const models = loadModels(config, useCritic, useReference);
+  try {
+    await checkResponseFormats(
+      Object.entries(data.train).map(([tag, spec]) => ({ key: `${checked.file}: key "data.train.${tag}"`, create: () => createEnv(spec.name, spec.config) })),
+      { encode: (text) => models.actor.family.tokenizer.encode(text), decode: (ids) => models.actor.family.decode(ids) },
+    );
+  } catch (err) {
+    await disposeModels(models);
+    throw err;
+  }
   const dataset = new EnvDataset(datasetItems(data.train, data.base_seed, "data.train"), { shuffle: data.shuffle, seed: trainer.seed });
   const valItems = datasetItems(data.val, data.base_seed, "data.val");
   const kl: KlController = createKlController(algorithm.kl_ctrl);
