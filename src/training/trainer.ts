@@ -545,6 +545,7 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
       metrics["data/rows_trained"] = trainRows.length;
       metrics["data/dropped_episodes"] = roll.episodes.filter((e) => e.dropped).length;
       Object.assign(metrics, envMetrics("train", roll.episodes, roll.tags));
+      for (const w of troubleSigns(metrics)) emit({ type: "warning", step: current, ...w });
 
       if (roll.episodes.length && trainer.log_episodes > 0) {
         dumpEpisodes(join(outputDir, "rollouts", `step_${current}`), roll.episodes, trainer.log_episodes, { tags: roll.tags, model: config.model.model_dir });
@@ -585,6 +586,26 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
     watchdog.dispose();
     await disposeModels(models);
   }
+}
+
+/**
+ * Metrics that show trouble early, turned into warnings: the trainer's log-probs drifting
+ * from the engine's (a weight or template mismatch), replies collapsing into empty or
+ * repeated characters, most rows cut at the response budget.
+ */
+export function troubleSigns(m: Record<string, number>): { code: string; message: string }[] {
+  const out: { code: string; message: string }[] = [];
+  const mismatch = m["rollout/logprob_mismatch"];
+  if (mismatch !== undefined && mismatch > 0.05) {
+    out.push({ code: "logprob_mismatch", message: `the trainer's log-probs differ from the engine's by ${mismatch.toFixed(3)} per token on average: the policy being trained is not the one that sampled` });
+  }
+  if ((m["rollout/degenerate_rate"] ?? 0) > 0.5) {
+    out.push({ code: "degenerate_responses", message: `${Math.round(m["rollout/degenerate_rate"]! * 100)}% of replies are empty or one repeated character` });
+  }
+  if ((m["response_length/clip_ratio"] ?? 0) > 0.5) {
+    out.push({ code: "truncation", message: `${Math.round(m["response_length/clip_ratio"]! * 100)}% of rows were cut at data.max_response_length` });
+  }
+  return out;
 }
 
 /** The best actor by validation reward, apart from the resumable checkpoints (main's save_best_actor). */
