@@ -26,7 +26,7 @@ export function register(program: Command): void {
     .option("--no-tui", "plain lines instead of the dashboard, even on a terminal")
     .option("--image <mode>", "how the dashboard draws observation images: auto, kitty, iterm2, sixel, blocks, none", parseImageModeFlag, "auto")
     .action(async (file: string, overrides: string[], opts: TrainOptions) => {
-      process.exitCode = await trainCommand(file, overrides, opts);
+      await trainCommand(file, overrides, opts);
     });
 }
 
@@ -44,7 +44,7 @@ function parseImageModeFlag(value: string): ImageMode {
   }
 }
 
-async function trainCommand(file: string, overrides: string[], opts: TrainOptions): Promise<number> {
+async function trainCommand(file: string, overrides: string[], opts: TrainOptions): Promise<void> {
   const checked = await loadTrainConfig(file, overrides);
   const lines = () => trainLogRenderer(process.stderr, { phases: !opts.quietPhases });
   // A terminal gets the dashboard (Ctrl-C there asks before stopping); pipes, CI and --no-tui get lines.
@@ -75,7 +75,14 @@ async function trainCommand(file: string, overrides: string[], opts: TrainOption
       await dashboard.close();
       process.stdout.write(dashboard.summary());
     }
-    return result.reason === "interrupted" ? INTERRUPTED_EXIT : 0;
+    // The exit status travels as an error: main() sets the process's status from it.
+    if (result.reason === "interrupted") {
+      throw new VagenError(
+        `interrupted after step ${result.step}${result.checkpoint ? `; checkpoint ${result.checkpoint}` : ""}`,
+        "run the same command again to resume (trainer.resume=auto)",
+        INTERRUPTED_EXIT,
+      );
+    }
   } finally {
     await dashboard?.close();
     process.off("SIGINT", onSigint);
