@@ -79,7 +79,8 @@ export async function main(argv = process.argv): Promise<number> {
   const debug = wantsDebug(argv);
   try {
     await buildProgram().parseAsync(argv);
-    return 0;
+    // A command may set its own status without throwing (an interrupted run exits 130).
+    return typeof process.exitCode === "number" ? process.exitCode : 0;
   } catch (err) {
     return reportError(err, debug);
   }
