@@ -603,7 +603,7 @@ export function troubleSigns(m: Record<string, number>): { code: string; message
     out.push({ code: "degenerate_responses", message: `${Math.round(m["rollout/degenerate_rate"]! * 100)}% of replies are empty or one repeated character` });
   }
   if ((m["response_length/clip_ratio"] ?? 0) > 0.5) {
-    out.push({ code: "truncation", message: `${Math.round(m["response_length/clip_ratio"]! * 100)}% of rows were cut at data.max_response_length` });
+    out.push({ code: "truncation", message: `${Math.round(m["response_length/clip_ratio"]! * 100)}% of rows were truncated (by data.max_response_length, the prompt budget or the context)` });
   }
   return out;
 }
