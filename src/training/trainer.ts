@@ -274,7 +274,7 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
   }
   const dataset = new EnvDataset(datasetItems(data.train, data.base_seed, "data.train"), { shuffle: data.shuffle, seed: trainer.seed });
   const valItems = datasetItems(data.val, data.base_seed, "data.val");
-  const kl: KlController = createKlController(algorithm.kl_ctrl);
+  let kl: KlController = createKlController(algorithm.kl_ctrl);
   let startStep = 0;
   let bestValReward: number | null = null;
 
@@ -292,7 +292,8 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
     }
     dataset.seek(state.data);
     restoreTorchRng(state.torchRngState);
-    (kl as { value: number }).value = state.klCoef;
+    // An adaptive controller continues from the coefficient it had reached.
+    kl = createKlController({ ...algorithm.kl_ctrl, kl_coef: state.klCoef });
     bestValReward = state.bestValReward;
     startStep = state.step;
   }
@@ -551,7 +552,7 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
         dumpEpisodes(join(outputDir, "rollouts", `step_${current}`), roll.episodes, trainer.log_episodes, { tags: roll.tags, model: config.model.model_dir });
       }
       if (trainer.dump_batches) {
-        const meta = { estimator: estimator.spec.name, ...Object.fromEntries(estimator.spec.reads.map((k) => [k, estimator.params[k]])), norm_adv_by_std_in_grpo: estimator.params.norm_adv_by_std_in_grpo, gamma: estimator.params.gamma, lam: estimator.params.lam, gamma_turn: estimator.params.gamma_turn, lambda_turn: estimator.params.lambda_turn, lambda_token: estimator.params.lambda_token, bi_level_mix: estimator.params.bi_level_mix, high_level_gamma: estimator.params.high_level_gamma, step: current };
+        const meta = { estimator: estimator.spec.name, step: current, ...dumpedParams(estimator) };
         dumpBatch(join(outputDir, "batches"), current, meta, rows, { tokenRewards: adv.tokenRewards, values, oldLogprobs, refLogprobs, advantages: adv.advantages, returns: adv.returns });
       }
 
@@ -586,6 +587,14 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
     watchdog.dispose();
     await disposeModels(models);
   }
+}
+
+/** VAGEN's knobs every batch dump names, plus whatever else the estimator reads. */
+const DUMPED_PARAMS = ["gamma", "lam", "gamma_turn", "lambda_turn", "lambda_token", "bi_level_mix", "high_level_gamma", "norm_adv_by_std_in_grpo"] as const;
+
+function dumpedParams(estimator: CheckedTrainConfig["estimator"]): Record<string, unknown> {
+  const names = new Set<keyof typeof estimator.params>([...DUMPED_PARAMS, ...estimator.spec.reads]);
+  return Object.fromEntries([...names].map((k) => [k, estimator.params[k]]));
 }
 
 /**
