@@ -190,6 +190,8 @@ async function rollout(
         seed: rolloutSeed(ctx.config.trainer.seed, opts.split, opts.step, tag),
         createEnv: ctx.createEnv,
         signal: ctx.signal,
+        // One spec whose episodes all dropped does not sink the step; the union is checked below.
+        requireRows: false,
         onEpisode: (e) => {
           tags.set(e, tag);
           opts.onEpisode(e, tag);
@@ -200,7 +202,16 @@ async function rollout(
   );
   // Episodes finish in any order; rows and episodes are kept in item order so a step is reproducible.
   const episodes = batches.flatMap((b) => b.episodes);
-  return { rows: batches.flatMap((b) => b.rows), episodes, tags };
+  const rows = batches.flatMap((b) => b.rows);
+  if (rows.length === 0 && opts.split === "train") {
+    const reasons = new Map<string, number>();
+    for (const e of episodes) if (e.dropped) reasons.set(e.dropped, (reasons.get(e.dropped) ?? 0) + 1);
+    throw new VagenError(
+      `step ${opts.step}: the rollout batch gave no training rows: all ${episodes.length} episode(s) were dropped (${[...reasons].map(([r, k]) => `${r}: ${k}`).join(", ") || "none had a sampled token"})`,
+      "context_too_large: raise data.max_prompt_length / max_response_length; env_error or model_error: see rollouts/ and the env",
+    );
+  }
+  return { rows, episodes, tags };
 }
 
 /** train/<tag>/success_rate and mean_reward (or val/...), over kept and dropped episodes alike. */
