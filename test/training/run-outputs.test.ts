@@ -63,6 +63,20 @@ describe("a run's outputs", () => {
   );
 
   test(
+    "exactly on-policy, the engine's log-probs stand in for the trainer's forward",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "vagen-engine-lp-"));
+      await runTraining(await loadTrainConfig(CONFIG, [`trainer.output_dir=${dir}`, "trainer.total_steps=1", "rollout.use_engine_logprobs=true", "trainer.dump_batches=true"]));
+      const [step] = readFileSync(join(dir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>);
+      expect(step!["timing_s/old_log_prob"]).toBeUndefined(); // no old-log-prob forward ran
+      expect(Math.abs(step!["actor/ppo_kl"]!)).toBeLessThan(1e-4); // and the update saw itself on-policy
+      const row = JSON.parse(readFileSync(join(dir, "batches", "step_1.jsonl"), "utf8").split("\n")[1]!);
+      expect(row.old_logprobs).toEqual(row.rollout_logprobs.map((x: number) => Math.fround(x)));
+    },
+    { timeout: 300_000 },
+  );
+
+  test(
     "Ctrl-C abandons the step, saves a checkpoint of the last finished one, exits 130",
     async () => {
       const dir = mkdtempSync(join(tmpdir(), "vagen-sigint-"));
