@@ -29,6 +29,13 @@ export interface TinyQwenSpec {
   visionIntermediate: number;
   /** Largest image area the processor keeps (pixels); observations are resized to fit. */
   maxPixels: number;
+  /**
+   * Base of the decoder's rotary frequencies. Qwen's 10^6 is for 128-dim heads over long
+   * contexts; with small heads the height and width sections of M-RoPE would then turn by
+   * a few thousandths of a radian per board cell, leaving attention blind to where a cell
+   * is. A small base gives those sections whole fractions of a radian per cell.
+   */
+  ropeTheta: number;
   initializerRange: number;
 }
 
@@ -48,6 +55,7 @@ export const DEMO_MODEL_SPEC: TinyQwenSpec = {
   visionIntermediate: 128,
   // 112 x 112 = 12544; a little headroom so smart_resize's floor lands on 112, not 84.
   maxPixels: 12_700,
+  ropeTheta: 10,
   initializerRange: 0.02,
 };
 
@@ -95,7 +103,7 @@ export function tinyQwenConfig(spec: TinyQwenSpec, tokenizer: BpeTokenizer): Rec
       eos_token_id: ids["<|im_end|>"],
       tie_word_embeddings: false,
       use_sliding_window: false,
-      rope_parameters: { rope_type: "default", type: "mrope", rope_theta: 10000.0, mrope_section: mropeSection(headDim) },
+      rope_parameters: { rope_type: "default", type: "mrope", rope_theta: spec.ropeTheta, mrope_section: mropeSection(headDim) },
     },
     vision_config: {
       model_type: "qwen2_5_vl_vision",

@@ -40,7 +40,7 @@ export const CPU_RECIPE: DemoRecipe = {
   rlBatch: 8,
   rlGroup: 4,
   rlLr: 2e-4,
-  valEpisodes: 64,
+  valEpisodes: 32,
   maxAnswerTokens: 10,
 };
 
