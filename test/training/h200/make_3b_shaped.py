@@ -4,7 +4,10 @@ Every layer has Qwen2.5-VL-3B-Instruct's shape (36 decoder layers of width 2048,
 heads, MLP 11008; a 32-block vision tower of width 1280); the tokenizer, chat template and
 processor config are the tiny test fixture's, so the vocabulary is the fixture's 368 ids
 (the embedding and LM head are 368 x 2048 instead of 151936 x 2048) and the embeddings
-are untied. Usage: python3 make_3b_shaped.py FIXTURE_DIR OUT_DIR
+are untied. A random LM head would sample vision tokens (image pad, vision start/end,
+video pad) now and then, and the rollout drops such episodes as VAGEN does; so their rows
+are zeroed and the other rows scaled so logits spread with a standard deviation of about
+5: a vision token then has a probability around 1e-8 per step. Usage: python3 make_3b_shaped.py FIXTURE_DIR OUT_DIR
 """
 import json, shutil, sys
 from pathlib import Path
@@ -28,5 +31,12 @@ config = Qwen2_5_VLConfig.from_dict(cfg)
 torch.manual_seed(0)
 with torch.device("cuda"):
     model = Qwen2_5_VLForConditionalGeneration(config).to(torch.bfloat16)
+with torch.no_grad():
+    head = model.lm_head.weight
+    head.mul_(6.0)
+    vocab = json.loads((fixture / "tokenizer.json").read_text())["added_tokens"]
+    ids = {t["content"]: t["id"] for t in vocab}
+    for name in ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>"):
+        head[ids[name]].zero_()
 model.save_pretrained(out, safe_serialization=True)
 print("params", sum(p.numel() for p in model.parameters()) / 1e9, "B")
