@@ -24,6 +24,8 @@
  */
 import * as v from "valibot";
 import { createEnv, isImportPath as isEnvImportPath } from "../../envs/registry.ts";
+import { splitStateReward } from "../rewards/index.ts";
+import { prepareStateRewards } from "./state-rewards.ts";
 import {
   type ConfigKind,
   type ResolvedConfig,
@@ -344,10 +346,12 @@ export async function checkResolvedTrainConfig(resolved: ResolvedConfig): Promis
   await withKey(`${resolved.file}: key "trainer.harness"`, () => createHarness(config.trainer.harness));
   for (const split of ["train", "val"] as const) {
     for (const [tag, spec] of Object.entries(config.data[split])) {
-      const env = await withKey(`${resolved.file}: key "data.${split}.${tag}": could not create env "${spec.name}"`, () => createEnv(spec.name, spec.config));
+      // The env never sees state_reward (main's build_env pops it); prepareStateRewards checks it below.
+      const env = await withKey(`${resolved.file}: key "data.${split}.${tag}": could not create env "${spec.name}"`, () => createEnv(spec.name, splitStateReward(spec.config).env));
       await env.close();
     }
   }
+  await prepareStateRewards(config.data, resolved.file, createEnv);
   return checked;
 }
 

@@ -63,6 +63,7 @@ import { TensorBoardWriter } from "./tensorboard.ts";
 import { ParameterOptimizer, updateActor, updateCritic, type OptimizerSettings, type RowColumns } from "./update.ts";
 import { Watchdog } from "./watchdog.ts";
 import { checkResponseFormats } from "./preflight.ts";
+import { prepareStateRewards, StateRewardScorers, type SpecSetups } from "./state-rewards.ts";
 import { createEnv } from "../../envs/registry.ts";
 
 export interface TrainOptions {
@@ -159,6 +160,8 @@ interface Rollout {
   rows: TrainingRow[];
   episodes: RolloutEpisode[];
   tags: Map<RolloutEpisode, string>;
+  /** `<split>/<tag>/<metric>` of the world-model rewards, for the specs that have them on. */
+  stateRewardMetrics: Record<string, number>;
 }
 
 /**
@@ -166,19 +169,32 @@ interface Rollout {
  * collectRollouts per env spec (each has its own turn limit and per-turn length).
  */
 async function rollout(
-  ctx: { config: TrainConfig; harness: Harness; client: EngineClient; createEnv?: TrainOptions["createEnv"]; signal?: AbortSignal },
+  ctx: {
+    config: TrainConfig;
+    harness: Harness;
+    client: EngineClient;
+    setups: SpecSetups;
+    stateRewards: StateRewardScorers;
+    createEnv?: TrainOptions["createEnv"];
+    signal?: AbortSignal;
+  },
   items: readonly DatasetItem[],
   opts: { split: "train" | "val"; step: number; n: number; temperature: number; topP: number; onEpisode: (e: RolloutEpisode, tag: string) => void },
 ): Promise<Rollout> {
   const byTag = new Map<string, { spec: TrainEnvSpec; items: RolloutItem[] }>();
   items.forEach((item, i) => {
     const group = byTag.get(item.tag) ?? { spec: item.spec, items: [] };
-    group.items.push({ env: item.spec.name, config: item.spec.config, seed: item.seed, uid: `${opts.split}-${opts.step}-${i}` });
+    // The env gets its config without state_reward (prepareStateRewards split it off).
+    const config = ctx.setups[opts.split].get(item.tag)?.envConfig ?? item.spec.config;
+    group.items.push({ env: item.spec.name, config, seed: item.seed, uid: `${opts.split}-${opts.step}-${i}` });
     byTag.set(item.tag, group);
   });
   const tags = new Map<RolloutEpisode, string>();
+  const stateRewardMetrics: Record<string, number> = {};
   const batches = await Promise.all(
     [...byTag].map(async ([tag, group]) => {
+      // Each spec's episodes are scored as one batch (one judge round) with the spec's own scorer.
+      const stateReward = ctx.stateRewards.forStep(opts.split, tag);
       const batch = await collectRollouts({
         client: ctx.client,
         items: group.items,
@@ -192,11 +208,13 @@ async function rollout(
         signal: ctx.signal,
         // One spec whose episodes all dropped does not sink the step; the union is checked below.
         requireRows: false,
+        ...(stateReward.scoreTurns ? { scoreTurns: stateReward.scoreTurns } : {}),
         onEpisode: (e) => {
           tags.set(e, tag);
           opts.onEpisode(e, tag);
         },
       });
+      for (const [key, value] of Object.entries(stateReward.metrics)) stateRewardMetrics[`${opts.split}/${tag}/${key}`] = value;
       return batch;
     }),
   );
@@ -211,7 +229,7 @@ async function rollout(
       "context_too_large: raise data.max_prompt_length / max_response_length; env_error or model_error: see rollouts/ and the env",
     );
   }
-  return { rows, episodes, tags };
+  return { rows, episodes, tags, stateRewardMetrics };
 }
 
 /** train/<tag>/success_rate and mean_reward (or val/...), over kept and dropped episodes alike. */
@@ -271,12 +289,19 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
   }
   writeResolvedConfig(outputDir, config);
 
+  // World-model rewards: split off, validated and checked against their envs before any model loads.
+  const makeEnv = (name: string, envConfig: Record<string, unknown>) =>
+    opts.createEnv ? opts.createEnv({ env: name, config: envConfig, seed: 0 }) : createEnv(name, envConfig);
+  const setups = await prepareStateRewards(data, checked.file, makeEnv);
+
   torch.manualSeed(trainer.seed);
   const harness = await createHarness(trainer.harness);
   const models = loadModels(config, useCritic, useReference);
+  let stateRewards: StateRewardScorers;
   try {
+    stateRewards = new StateRewardScorers(setups, models.actor.family.tokenizer.tokenBytes());
     await checkResponseFormats(
-      Object.entries(data.train).map(([tag, spec]) => ({ key: `${checked.file}: key "data.train.${tag}"`, create: () => createEnv(spec.name, spec.config) })),
+      Object.entries(data.train).map(([tag, spec]) => ({ key: `${checked.file}: key "data.train.${tag}"`, create: () => createEnv(spec.name, setups.train.get(tag)!.envConfig) })),
       { encode: (text) => models.actor.family.tokenizer.encode(text), decode: (ids) => models.actor.family.decode(ids) },
     );
   } catch (err) {
@@ -312,7 +337,7 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
   const metricsLog = new MetricsLog(outputDir, startStep);
   const tensorboard = trainer.tensorboard ? new TensorBoardWriter(join(outputDir, "tensorboard")) : undefined;
   const watchdog = new Watchdog(trainer.watchdog_s);
-  const ctx = { config, harness, client: models.client, createEnv: opts.createEnv, signal: opts.signal };
+  const ctx = { config, harness, client: models.client, setups, stateRewards, createEnv: opts.createEnv, signal: opts.signal };
   emit({
     type: "run_started",
     outputDir,
@@ -358,7 +383,7 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
         onEpisode: (e, tag) => emit({ type: "episode_finished", step, split: "val", env: tag, episodeId: e.episodeId, seed: e.item.seed, reward: e.record.totalReward, success: e.rows[0]?.success ?? false, turns: e.record.turns.length, ...(e.record.error ? { error: e.record.error.message } : {}) }),
       }),
     );
-    const metrics = envMetrics("val", val.episodes, val.tags);
+    const metrics = { ...envMetrics("val", val.episodes, val.tags), ...val.stateRewardMetrics };
     const tags = Object.keys(data.val);
     const meanReward = tags.reduce((s, t) => s + (metrics[`val/${t}/mean_reward`] ?? 0), 0) / tags.length;
     const best = trainer.save_best_actor && (bestValReward === null || meanReward > bestValReward);
@@ -556,7 +581,7 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
       metrics["data/rows"] = rows.length;
       metrics["data/rows_trained"] = trainRows.length;
       metrics["data/dropped_episodes"] = roll.episodes.filter((e) => e.dropped).length;
-      Object.assign(metrics, envMetrics("train", roll.episodes, roll.tags));
+      Object.assign(metrics, envMetrics("train", roll.episodes, roll.tags), roll.stateRewardMetrics);
       for (const w of troubleSigns(metrics)) emit({ type: "warning", step: current, ...w });
 
       if (roll.episodes.length && trainer.log_episodes > 0) {

@@ -1,0 +1,135 @@
+/**
+ * World-model (state) rewards in a training run (VAGEN-Full): each env spec's
+ * `config.state_reward` block is taken out of the env's config (the env never sees it),
+ * validated, checked against the env as main's `build_env` does, and turned into one
+ * scorer per spec, before any model loads. Per rollout step, `collectRollouts` scores
+ * every turn through the scorer's hook (src/rewards) and the step's metrics come back
+ * here, to be named `train/<tag>/...` (or `val/<tag>/...`) like the other env metrics.
+ */
+import * as v from "valibot";
+import type { Env, StateRewardSpec } from "../../envs/_common/types.ts";
+import { validate } from "../config/index.ts";
+import { VagenError } from "../core/errors.ts";
+import {
+  checkStateRewardSetup,
+  enabledSections,
+  splitStateReward,
+  StateRewardConfig,
+  StateRewardScorer,
+  stateRewardHook,
+  tokenEndsFromBytes,
+  type TokenEndsOf,
+} from "../rewards/index.ts";
+import type { EpisodeRecord } from "../harness/types.ts";
+import type { TurnScores } from "../rollout/index.ts";
+import type { TrainEnvSpec } from "./config.ts";
+
+/** One env spec with its `state_reward` block split off. */
+export interface EnvSpecSetup {
+  /** The config the env is built with: the spec's config less `state_reward`. */
+  envConfig: Record<string, unknown>;
+  /** The validated block and the env's state spec, when the spec has a section enabled. */
+  stateReward?: { config: StateRewardConfig; spec: StateRewardSpec };
+}
+
+/** `data.train` / `data.val` specs by split and tag. */
+export type SpecSetups = Record<"train" | "val", Map<string, EnvSpecSetup>>;
+
+/**
+ * Splits and validates every spec's `state_reward`, and runs main's startup checks
+ * against an instance of each env that has one on (built with `createEnv`, then closed).
+ * Every refusal names `<file>: key "data.<split>.<tag>.config.state_reward..."`.
+ */
+export async function prepareStateRewards(
+  data: Record<"train" | "val", Record<string, TrainEnvSpec>>,
+  file: string,
+  createEnv: (name: string, config: Record<string, unknown>) => Promise<Env>,
+): Promise<SpecSetups> {
+  const setups: SpecSetups = { train: new Map(), val: new Map() };
+  for (const split of ["train", "val"] as const) {
+    for (const [tag, spec] of Object.entries(data[split])) {
+      const where = `data.${split}.${tag}.config.state_reward`;
+      const { env: envConfig, stateReward: raw } = splitStateReward(spec.config);
+      const setup: EnvSpecSetup = { envConfig };
+      setups[split].set(tag, setup);
+      if (raw === undefined) continue;
+      const config = validateAt(["data", split, tag, "config", "state_reward"], raw, file);
+      if (enabledSections(config).length === 0) continue;
+      const env = await createEnv(spec.name, envConfig);
+      try {
+        checkStateRewardSetup({
+          config,
+          promptFormat: typeof envConfig.prompt_format === "string" ? envConfig.prompt_format : undefined,
+          spec: env.stateRewardSpec,
+          where: `${file}: key "${where}"`,
+          envName: spec.name,
+        });
+        setup.stateReward = { config, spec: env.stateRewardSpec! };
+      } finally {
+        await env.close();
+      }
+    }
+  }
+  return setups;
+}
+
+/** What `collectRollouts` gets for a spec's episodes, and the metrics the hook reported. */
+export interface StepStateRewards {
+  scoreTurns?: (episodes: readonly EpisodeRecord[], signal?: AbortSignal) => Promise<(TurnScores | undefined)[][]>;
+  /** Filled once the spec's batch is scored: `state_estimation_reward`, ..., `state_reward/judge_*`. */
+  metrics: Record<string, number>;
+}
+
+/**
+ * The scorers of a run: one per env spec with the reward on, kept for the whole run (the
+ * paper's repetition tracker and the judge's counters live in it).
+ */
+export class StateRewardScorers {
+  private readonly scorers = new Map<string, StateRewardScorer>();
+
+  private readonly tokenEndsOf: TokenEndsOf;
+
+  /** `tokenBytes`: the tokenizer's bytes per token id (byte-level BPE, as Qwen's), to place each score on its token. */
+  constructor(setups: SpecSetups, tokenBytes: ((id: number) => Uint8Array) | undefined) {
+    for (const split of ["train", "val"] as const) {
+      for (const [tag, setup] of setups[split]) {
+        if (setup.stateReward) this.scorers.set(`${split}.${tag}`, StateRewardScorer.create(setup.stateReward.config, setup.stateReward.spec));
+      }
+    }
+    if (this.scorers.size > 0 && !tokenBytes) {
+      throw new VagenError(
+        "state_reward: the model's tokenizer does not expose token bytes, so section scores cannot be placed on reply tokens",
+        "world-model rewards need a byte-level BPE tokenizer (Qwen's)",
+      );
+    }
+    this.tokenEndsOf = tokenBytes ? (ids) => tokenEndsFromBytes(ids, tokenBytes) : () => [];
+  }
+
+  get size(): number {
+    return this.scorers.size;
+  }
+
+  /** A fresh hook for one step's batch of a spec (no scorer: nothing to add). */
+  forStep(split: "train" | "val", tag: string): StepStateRewards {
+    const scorer = this.scorers.get(`${split}.${tag}`);
+    const step: StepStateRewards = { metrics: {} };
+    if (scorer) step.scoreTurns = stateRewardHook(scorer, this.tokenEndsOf, (metrics) => Object.assign(step.metrics, metrics));
+    return step;
+  }
+}
+
+/**
+ * The block validated where it sits, so a mistake is reported with its whole key path
+ * (`key "data.train.lake.config.state_reward.score_base"`) and the file.
+ */
+function validateAt(path: readonly string[], raw: unknown, file: string): StateRewardConfig {
+  let schema: v.GenericSchema = StateRewardConfig;
+  let data: unknown = raw;
+  for (const key of [...path].reverse()) {
+    schema = v.object({ [key]: schema });
+    data = { [key]: data };
+  }
+  let out: unknown = validate(schema, data, { file });
+  for (const key of path) out = (out as Record<string, unknown>)[key];
+  return out as StateRewardConfig;
+}
