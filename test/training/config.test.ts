@@ -49,7 +49,7 @@ describe("train config", () => {
   });
 
   test("a response length too small for one turn names the key", async () => {
-    expect(await failure(["data.max_response_length=8"])).toContain('key "data.train.sokoban.response_length_per_turn"');
+    expect(await failure(["data.max_response_length=8"])).toContain('key "data.train.frozenlake.response_length_per_turn"');
   });
 
   test("an unknown estimator names the key and the closest name", async () => {
@@ -65,8 +65,8 @@ describe("train config", () => {
   test("unknown keys, bad values and bad env configs are refused", async () => {
     expect(await failure(["trainer.sav_freq=3"])).toContain('unknown key "trainer.sav_freq"');
     expect(await failure(["actor.clip_ratio_c=0.5"])).toContain('key "actor.clip_ratio_c"');
-    expect(await failure(["data.train.sokoban.config.render_mod=text"])).toContain('key "data.train.sokoban"');
-    expect(await failure(["data.train.sokoban.seed=[1,10,1]"])).toContain('key "data.train.sokoban.seed"');
+    expect(await failure(["data.train.frozenlake.config.render_mod=text"])).toContain('key "data.train.frozenlake"');
+    expect(await failure(["data.train.frozenlake.seed=[1,10,1]"])).toContain('key "data.train.frozenlake.seed"');
     expect(await failure(["data.train_batch_size=128", "actor.ppo_mini_batch_size=2", "critic.ppo_mini_batch_size=2"])).toContain('key "data.train_batch_size"');
     expect(await failure(["rollout.use_engine_logprobs=true", "actor.ppo_epochs=2"])).toContain('key "rollout.use_engine_logprobs"');
   });
