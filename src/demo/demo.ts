@@ -91,7 +91,10 @@ export async function runDemo(opts: DemoOptions, onEvent: (event: DemoEvent) => 
       onEvent({ type: "train", event });
     },
   });
-  if (result.reason !== "completed") throw new VagenError(`demo: the RL phase ended early (${result.reason}) at step ${result.step}`, "the run directory keeps what finished");
+  if (result.reason !== "completed") {
+    // 130 after Ctrl-C, as shells report a SIGINT death (128 + 2).
+    throw new VagenError(`demo: the RL phase ended early (${result.reason}) at step ${result.step}`, "the run directory keeps what finished", result.reason === "interrupted" ? 130 : 1);
+  }
   const before = validations.find((v) => v.step === 0);
   const after = validations.at(-1);
   if (!before || !after || after.step === 0) throw new VagenError("demo: the RL phase did not validate before and after training");
