@@ -21,6 +21,7 @@ import { createEnv } from "../../envs/registry.ts";
 import { type ConfigKind, type ResolvedConfig, resolveConfig, validateResolved } from "../config/index.ts";
 import { VagenError } from "../core/errors.ts";
 import { createHarness } from "../harness/registry.ts";
+import { checkStateRewardSetup } from "../rewards/setup.ts";
 import { resolveEvalPaths } from "./config-paths.ts";
 import { buildEvalPlan, type EvalPlan } from "./plan.ts";
 
@@ -107,6 +108,10 @@ export async function planResolvedEvalConfig(resolved: ResolvedConfig): Promise<
     await withKeyContext(`${resolved.file}: key "envs.${env.tag}.harness"`, () => createHarness(env.harness.name, env.harness.options));
     const instance = await withKeyContext(`${resolved.file}: key "envs.${env.tag}": could not create env "${env.name}"`, () => createEnv(env.name, env.config));
     await instance.close();
+    if (env.stateReward) {
+      const promptFormat = typeof env.config.prompt_format === "string" ? env.config.prompt_format : undefined;
+      checkStateRewardSetup({ config: env.stateReward, promptFormat, spec: instance.stateRewardSpec, where: `${resolved.file}: key "envs.${env.tag}.config.state_reward"`, envName: env.name });
+    }
   }
   return plan;
 }

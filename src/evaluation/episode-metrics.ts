@@ -30,6 +30,8 @@ export interface EpisodeMetrics {
   /** The reset info, then each step's info. */
   infos: EnvInfo[];
   error?: { kind: string; message: string };
+  /** World-model scores, when the env's config enables `state_reward`: `<section>_reward`, `format_correct_rate`. */
+  state_reward?: Record<string, number>;
   finished_at: string;
 }
 

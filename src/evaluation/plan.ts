@@ -6,14 +6,18 @@
  * The seeding of env specs (`planEnvSpecs`) is shared with the trainer's dataset of env
  * specs, so `seed: [lo, hi, k]` means the same seeds in `vagen eval` and `vagen train`.
  *
- * Its runtime imports are src/core, src/clients (sampling) and the eval folder layout,
+ * Its runtime imports are src/core, src/clients (sampling), src/config (validation), the
+ * `state_reward` schema of src/rewards/config.ts and the eval folder layout,
  * so the trainer (a sibling of evaluation in the layers: a sideways import, not an
  * upward one) can use it without pulling in the eval runner, envs or harnesses.
  */
+import * as v from "valibot";
 import { toSamplingParams } from "../clients/config.ts";
 import type { SamplingParams } from "../clients/types.ts";
 import { VagenError } from "../core/errors.ts";
 import { directiveSeeds, normalizeSeedDirective, type SeedDirective, seedDirectiveProblem } from "../core/seeds.ts";
+import { validate } from "../config/index.ts";
+import { enabledSections, splitStateReward, StateRewardConfig } from "../rewards/config.ts";
 import type { EnvEvalSpec, EvalConfig, HarnessSpec } from "./config.ts";
 import { episodeDir } from "./layout.ts";
 import type { PlannedEnvSummary } from "./events.ts";
@@ -129,6 +133,11 @@ export interface PlannedEnv extends EnvSpec {
   imagePlaceholder?: string;
   /** Its episodes' seeds, in order. */
   seeds: number[];
+  /**
+   * The env's world-model reward, when its config's `state_reward` enables a section
+   * (split off `config`, which the env gets without it, as main's build_env pops it).
+   */
+  stateReward?: StateRewardConfig;
 }
 
 /** One episode of an eval plan. */
@@ -171,11 +180,13 @@ export function buildEvalPlan(config: EvalConfig, file = "eval config"): EvalPla
   const envs: PlannedEnv[] = tags.map((tag) => {
     const spec = config.envs[tag]!;
     checkSeedKeys(spec, `${file}: key "envs.${tag}.seed`);
-    const placeholder = spec.config.image_placeholder;
+    const { env: envConfig, stateReward: rawStateReward } = splitStateReward(spec.config);
+    const stateReward = rawStateReward === undefined ? undefined : validateAt(["envs", tag, "config", "state_reward"], StateRewardConfig, rawStateReward, file);
+    const placeholder = envConfig.image_placeholder;
     return {
       tag,
       name: spec.name,
-      config: spec.config,
+      config: envConfig,
       count: spec.episodes,
       seed: spec.seed,
       seedList: spec.seeds,
@@ -186,6 +197,7 @@ export function buildEvalPlan(config: EvalConfig, file = "eval config"): EvalPla
       sampling: { ...modelSampling, ...toSamplingParams(spec.sampling) },
       imagePlaceholder: typeof placeholder === "string" ? placeholder : undefined,
       seeds: [],
+      ...(stateReward && enabledSections(stateReward).length > 0 ? { stateReward } : {}),
     };
   });
   const seedKey = (i: number) => {
@@ -241,4 +253,20 @@ function checkSeedsDistinct(seeds: number[], key: string): void {
     }
     seen.add(seed);
   }
+}
+
+/**
+ * `data` validated as the value at `path` of the config, so a mistake is reported with
+ * its whole key path (`key "envs.sokoban.config.state_reward.score_base"`) and the file.
+ */
+function validateAt<S extends v.GenericSchema>(path: readonly string[], schema: S, data: unknown, file: string): v.InferOutput<S> {
+  let nested: v.GenericSchema = schema;
+  let value: unknown = data;
+  for (const key of [...path].reverse()) {
+    nested = v.object({ [key]: nested });
+    value = { [key]: value };
+  }
+  let out: unknown = validate(nested, value, { file });
+  for (const key of path) out = (out as Record<string, unknown>)[key];
+  return out as v.InferOutput<S>;
 }

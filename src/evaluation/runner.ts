@@ -14,15 +14,17 @@ import { join } from "node:path";
 import { stringify } from "yaml";
 import type { Env } from "../../envs/_common/types.ts";
 import { isAbortError } from "../clients/errors.ts";
+import { VagenError } from "../core/errors.ts";
 import type { InferenceClient } from "../clients/types.ts";
 import { redactSecrets } from "../config/index.ts";
 import { createHarness } from "../harness/registry.ts";
-import type { Harness, TurnRecord } from "../harness/types.ts";
+import type { EpisodeRecord, Harness, TurnRecord } from "../harness/types.ts";
+import { aggregateEpisode, episodeStateRewardMetrics, StateRewardScorer } from "../rewards/index.ts";
 import { type EpisodeContext, type EpisodeMetrics, episodeMetrics, failedEpisodeMetrics, finishedNormally, turnFormatError } from "./episode-metrics.ts";
 import type { EvalEvent, EvalEventListener, EvalProgress, ParsedAction, TurnFinishedEvent, TurnReward } from "./events.ts";
 import { configCopyPath, observationImageName, summaryPath } from "./layout.ts";
 import { jsonText, readEpisodeMetrics, removeStaleTemporaries, writeEpisode, writeFileAtomic } from "./outputs.ts";
-import { type EvalPlan, type PlannedEpisode, planSummary } from "./plan.ts";
+import { type EvalPlan, type PlannedEnv, type PlannedEpisode, planSummary } from "./plan.ts";
 import { type EvalSummary, summarizeEnv } from "./summary.ts";
 
 /** Creates an env by registered name or by import path (resolved against `baseDir`). */
@@ -53,6 +55,15 @@ export async function runEvaluation(plan: EvalPlan, deps: EvalDependencies): Pro
   mkdirSync(plan.outputDir, { recursive: true });
   writeFileAtomic(configCopyPath(plan.outputDir), stringify(redactSecrets(plan.config)));
 
+  // One world-model scorer per env that has the reward on, made from its first episode's env (the state spec).
+  const scorers = new Map<string, StateRewardScorer>();
+  const scorerFor = (planned: PlannedEnv, env: Env): StateRewardScorer | undefined => {
+    if (!planned.stateReward) return undefined;
+    if (!env.stateRewardSpec) throw new VagenError(`env ${planned.name} declares no state reward spec, so envs.${planned.tag}.config.state_reward cannot be scored`);
+    let scorer = scorers.get(planned.tag);
+    if (!scorer) scorers.set(planned.tag, (scorer = StateRewardScorer.create(planned.stateReward, env.stateRewardSpec)));
+    return scorer;
+  };
   const harnesses = new Map<string, Harness>();
   for (const env of plan.envs) {
     harnesses.set(env.tag, await createHarness(env.harness.name, env.harness.options, deps.baseDir));
@@ -90,7 +101,7 @@ export async function runEvaluation(plan: EvalPlan, deps: EvalDependencies): Pro
       progress.running++;
       emit({ type: "episode_started", tag: episode.env.tag, envName: episode.env.name, seed: episode.seed, dir: episode.dir, progress: { ...progress } });
       try {
-        const metrics = await runEpisode(episode, harnesses.get(episode.env.tag)!, deps, emit);
+        const metrics = await runEpisode(episode, harnesses.get(episode.env.tag)!, deps, emit, scorerFor);
         if (metrics) {
           ran++;
           progress.done++;
@@ -118,7 +129,13 @@ export async function runEvaluation(plan: EvalPlan, deps: EvalDependencies): Pro
  * Run one episode and write its folder. Returns undefined when it was aborted (nothing is
  * written then). Failures inside the episode are recorded in its metrics, not thrown.
  */
-async function runEpisode(episode: PlannedEpisode, harness: Harness, deps: EvalDependencies, emit: (event: EvalEvent) => void): Promise<EpisodeMetrics | undefined> {
+async function runEpisode(
+  episode: PlannedEpisode,
+  harness: Harness,
+  deps: EvalDependencies,
+  emit: (event: EvalEvent) => void,
+  scorerFor: (planned: PlannedEnv, env: Env) => StateRewardScorer | undefined,
+): Promise<EpisodeMetrics | undefined> {
   const { env: planned, seed } = episode;
   const context: EpisodeContext = { envName: planned.name, tag: planned.tag, model: deps.client.description, maxTurns: planned.maxTurns, envConfig: planned.config };
   let env: Env | undefined;
@@ -134,8 +151,10 @@ async function runEpisode(episode: PlannedEpisode, harness: Harness, deps: EvalD
       signal: deps.signal,
       onTurn: (turn) => emit(turnFinished(episode, turn)),
     });
+    const scorer = scorerFor(planned, env);
+    const stateReward = scorer ? await stateRewardMetrics(record, scorer, deps.signal) : undefined;
     // Redacted here already, so no event shows what the files must not hold.
-    const metrics = redactSecrets(episodeMetrics(record, context));
+    const metrics = redactSecrets({ ...episodeMetrics(record, context), ...(stateReward ? { state_reward: stateReward } : {}) });
     writeEpisode(episode.dir, metrics, record);
     return metrics;
   } catch (err) {
@@ -147,6 +166,23 @@ async function runEpisode(episode: PlannedEpisode, harness: Harness, deps: EvalD
   } finally {
     await env?.close().catch(() => {});
   }
+}
+
+/**
+ * The episode's world-model scores (src/rewards): `<section>_reward` (episode sums, after
+ * the configured aggregation) and `format_correct_rate`. They are reported beside the
+ * env's reward, not added to it. Judge failures score 0, as in training.
+ */
+async function stateRewardMetrics(record: EpisodeRecord, scorer: StateRewardScorer, signal?: AbortSignal): Promise<Record<string, number>> {
+  const turns = await scorer.scoreTurns(
+    record.turns.map((turn, i) => ({
+      response: turn.completion.text,
+      stateBefore: i === 0 ? record.resetInfo.state : record.turns[i - 1]!.info.state,
+      stateAfter: turn.info.state,
+    })),
+    signal,
+  );
+  return episodeStateRewardMetrics(aggregateEpisode(turns, scorer.config.aggregation), scorer.config);
 }
 
 function turnFinished(episode: PlannedEpisode, turn: TurnRecord): TurnFinishedEvent {

@@ -19,6 +19,8 @@ export interface EnvSummary {
   format_error_rate: number | null;
   /** Episodes that ended in a model, env or other error. */
   error_episodes: number;
+  /** Means of the episodes' world-model scores (`state_estimation_reward`, ...), when the env has them on. */
+  state_reward?: Record<string, number>;
 }
 
 export interface EvalSummary {
@@ -44,7 +46,20 @@ export function summarizeEnv(envName: string, harness: string, planned: number, 
     mean_turns: mean((m) => m.num_turns),
     format_error_rate: checked === 0 ? null : errors / checked,
     error_episodes: episodes.filter((m) => m.finish_reason === "model_error" || m.finish_reason === "env_error" || m.finish_reason === "error").length,
+    ...stateRewardMeans(episodes),
   };
+}
+
+/** Each world-model metric's mean over the episodes that report it (NaN and null left out). */
+function stateRewardMeans(episodes: EpisodeMetrics[]): { state_reward?: Record<string, number> } {
+  const scored = episodes.flatMap((m) => (m.state_reward ? [m.state_reward] : []));
+  if (scored.length === 0) return {};
+  const means: Record<string, number> = {};
+  for (const key of new Set(scored.flatMap((m) => Object.keys(m)))) {
+    const values = scored.map((m) => m[key]).filter((x): x is number => typeof x === "number" && !Number.isNaN(x));
+    if (values.length > 0) means[key] = values.reduce((a, b) => a + b, 0) / values.length;
+  }
+  return { state_reward: means };
 }
 
 const COLUMNS = ["env", "episodes", "success_rate", "mean_reward", "mean_turns", "format_error_rate", "errors"] as const;

@@ -1,5 +1,5 @@
 /**
- * World-model rewards in a training step (VAGEN-Full): with `state_reward` on a spec, the
+ * World-model rewards in a training step (VAGEN-Full) and in eval: with `state_reward` on a spec, the
  * env is built without the key, every turn is scored by the env's exact parser, the
  * episode means land in metrics.jsonl as train/<tag>/..., and each section's score sits
  * in the dumped rows' token_rewards on the last token of its section. The tiny fixture
@@ -7,10 +7,16 @@
  * correct description of the fixed board, as token ids of the fixture's tokenizer.
  */
 import { afterEach, describe, expect, spyOn, test } from "bun:test";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createEnv } from "../../envs/registry.ts";
+import type { InferenceClient } from "../../src/clients/types.ts";
+import { validate } from "../../src/config/index.ts";
 import { Engine } from "../../src/engine/engine.ts";
+import { EvalConfig } from "../../src/evaluation/config.ts";
+import { buildEvalPlan } from "../../src/evaluation/plan.ts";
+import { runEvaluation } from "../../src/evaluation/runner.ts";
 import type { GenerateRequest, GenerationResult } from "../../src/engine/types.ts";
 import { TextTokenizer } from "../../src/models/tokenizer.ts";
 import { loadTrainConfig } from "../../src/training/config.ts";
@@ -95,5 +101,42 @@ describe("world-model rewards in vagen train", () => {
     await expect(loadTrainConfig(CONFIG, [`trainer.output_dir=${dir}`, "data.train.lake.config.state_reward.scorrer=exact"])).rejects.toThrow(
       /unknown key "data\.train\.lake\.config\.state_reward\.scorrer" \(did you mean "scorer"\?\)/,
     );
+  });
+});
+
+describe("world-model rewards in vagen eval", () => {
+  test("each episode's scores in its metrics.json and their means in summary.json", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "vagen-wm-eval-"));
+    const config = validate(EvalConfig, {
+      output_dir: dir,
+      model: { backend: "openai", base_url: "http://127.0.0.1:9/v1", model: "scripted" },
+      envs: {
+        lake: {
+          name: "FrozenLake",
+          config: {
+            desc: ["SFFG"],
+            prompt_format: "wm",
+            state_reward: { state_estimation: { enable: true, reward: 0.5 }, transition_prediction: { enable: true, reward: 0.25 }, scorer: "exact" },
+          },
+          episodes: 2,
+          max_turns: 2,
+        },
+      },
+    });
+    const plan = buildEvalPlan(config);
+    expect(plan.envs[0]!.config.state_reward).toBeUndefined(); // the env never sees the key
+    // Two steps right on SFFG: the goal is on the player's row, to the right, before and after each.
+    const client: InferenceClient = {
+      description: "scripted",
+      create: async () => ({ text: REPLY, finishReason: "stop", usage: { promptTokens: 0, completionTokens: 0 } }),
+    };
+    await runEvaluation(plan, { client, createEnv: (name, envConfig) => createEnv(name, envConfig) });
+
+    const summary = JSON.parse(readFileSync(join(dir, "summary.json"), "utf8"));
+    // per_turn: each of the two turns pays the full section reward, summed over the episode
+    expect(summary.envs.lake.state_reward).toEqual({ state_estimation_reward: 1, transition_prediction_reward: 0.5, format_correct_rate: 1 });
+    const episode = join(dir, "lake", `seed_${plan.episodes[0]!.seed}`, "metrics.json");
+    expect(existsSync(episode)).toBe(true);
+    expect(JSON.parse(readFileSync(episode, "utf8")).state_reward.state_estimation_reward).toBe(1);
   });
 });
