@@ -19,7 +19,7 @@ import type { InferenceClient } from "../clients/types.ts";
 import { redactSecrets } from "../config/index.ts";
 import { createHarness } from "../harness/registry.ts";
 import type { EpisodeRecord, Harness, TurnRecord } from "../harness/types.ts";
-import { aggregateEpisode, episodeStateRewardMetrics, StateRewardScorer } from "../rewards/index.ts";
+import { aggregateEpisode, episodeStateRewardMetrics, StateRewardScorer, withStateRewardPrompt } from "../rewards/index.ts";
 import { type EpisodeContext, type EpisodeMetrics, episodeMetrics, failedEpisodeMetrics, finishedNormally, turnFormatError } from "./episode-metrics.ts";
 import type { EvalEvent, EvalEventListener, EvalProgress, ParsedAction, TurnFinishedEvent, TurnReward } from "./events.ts";
 import { configCopyPath, observationImageName, summaryPath } from "./layout.ts";
@@ -141,6 +141,9 @@ async function runEpisode(
   let env: Env | undefined;
   try {
     env = await deps.createEnv(planned.name, planned.config, deps.baseDir);
+    const scorer = scorerFor(planned, env);
+    // The agent sees main's system-prompt addition when the env's prompt lacks the wm tags.
+    if (scorer) env = withStateRewardPrompt(env, scorer.config, scorer.spec);
     const record = await harness.runEpisode({
       env,
       client: deps.client,
@@ -151,7 +154,6 @@ async function runEpisode(
       signal: deps.signal,
       onTurn: (turn) => emit(turnFinished(episode, turn)),
     });
-    const scorer = scorerFor(planned, env);
     const stateReward = scorer ? await stateRewardMetrics(record, scorer, deps.signal) : undefined;
     // Redacted here already, so no event shows what the files must not hold.
     const metrics = redactSecrets({ ...episodeMetrics(record, context), ...(stateReward ? { state_reward: stateReward } : {}) });

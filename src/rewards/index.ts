@@ -10,7 +10,7 @@ export {
   type StateRewardConfigInput,
   type StateRewardSection,
 } from "./config.ts";
-export { checkStateRewardSetup, stateRewardSystemPrompt, STATE_REWARD_FORMATS, type StateRewardSetup } from "./setup.ts";
+export { checkStateRewardSetup, stateRewardSystemPrompt, withStateRewardPrompt, STATE_REWARD_FORMATS, type StateRewardSetup } from "./setup.ts";
 export {
   StateRewardScorer,
   aggregateEpisode,

@@ -3,7 +3,7 @@
  * system-prompt addition its wrapper makes. Every refusal names the config key.
  */
 import { VagenError } from "../core/errors.ts";
-import type { StateRewardSpec } from "../../envs/_common/types.ts";
+import type { Env, StateRewardSpec } from "../../envs/_common/types.ts";
 import { WM_FORMAT } from "../../envs/_common/wm-format.ts";
 import { enabledSections, needsJudge, type StateRewardConfig } from "./config.ts";
 
@@ -68,4 +68,24 @@ export function stateRewardSystemPrompt(systemPrompt: string, config: StateRewar
   if (["<perception>", "<reasoning>", "<prediction>", "<answer>"].every((tag) => systemPrompt.includes(tag))) return systemPrompt;
   const examples = enabled.map(({ section }) => spec.examples[section]);
   return [systemPrompt, "Use the complete response format below; the order is required:", WM_FORMAT, ...examples, spec.axes].join("\n");
+}
+
+/**
+ * The env as main's reward wrapper shows it to the agent: its system prompt with
+ * `stateRewardSystemPrompt`'s addition; everything else is the env's own.
+ */
+export function withStateRewardPrompt(env: Env, config: StateRewardConfig, spec: StateRewardSpec): Env {
+  if (enabledSections(config).length === 0) return env;
+  return {
+    get stateRewardSpec() {
+      return env.stateRewardSpec;
+    },
+    reset: (seed) => env.reset(seed),
+    step: (response) => env.step(response),
+    systemPrompt: async () => {
+      const prompt = await env.systemPrompt();
+      return { ...prompt, text: stateRewardSystemPrompt(prompt.text, config, spec) };
+    },
+    close: () => env.close(),
+  };
 }

@@ -18,6 +18,7 @@ import {
   StateRewardScorer,
   stateRewardHook,
   tokenEndsFromBytes,
+  withStateRewardPrompt,
   type TokenEndsOf,
 } from "../rewards/index.ts";
 import type { EpisodeRecord } from "../harness/types.ts";
@@ -71,6 +72,16 @@ export async function prepareStateRewards(
     }
   }
   return setups;
+}
+
+/**
+ * Builds a spec's envs as the agent sees them with the reward on: main's system-prompt
+ * addition (format, examples, axes) when the env's own prompt lacks the four tags.
+ */
+export function rewardedEnvFactory<I>(setup: EnvSpecSetup | undefined, create: (item: I) => Promise<Env>): (item: I) => Promise<Env> {
+  const reward = setup?.stateReward;
+  if (!reward) return create;
+  return async (item) => withStateRewardPrompt(await create(item), reward.config, reward.spec);
 }
 
 /** What `collectRollouts` gets for a spec's episodes, and the metrics the hook reported. */

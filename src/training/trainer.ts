@@ -63,7 +63,7 @@ import { TensorBoardWriter } from "./tensorboard.ts";
 import { ParameterOptimizer, updateActor, updateCritic, type OptimizerSettings, type RowColumns } from "./update.ts";
 import { Watchdog } from "./watchdog.ts";
 import { checkResponseFormats } from "./preflight.ts";
-import { prepareStateRewards, StateRewardScorers, type SpecSetups } from "./state-rewards.ts";
+import { prepareStateRewards, rewardedEnvFactory, StateRewardScorers, type SpecSetups } from "./state-rewards.ts";
 import { createEnv } from "../../envs/registry.ts";
 
 export interface TrainOptions {
@@ -204,7 +204,7 @@ async function rollout(
         maxTurns: group.spec.max_turns,
         budgets: { maxPromptLength: ctx.config.data.max_prompt_length, maxResponseLength: ctx.config.data.max_response_length },
         seed: rolloutSeed(ctx.config.trainer.seed, opts.split, opts.step, tag),
-        createEnv: ctx.createEnv,
+        createEnv: rewardedEnvFactory(ctx.setups[opts.split].get(tag), ctx.createEnv ?? registryEnv),
         signal: ctx.signal,
         // One spec whose episodes all dropped does not sink the step; the union is checked below.
         requireRows: false,
@@ -230,6 +230,11 @@ async function rollout(
     );
   }
   return { rows, episodes, tags, stateRewardMetrics };
+}
+
+/** The env registry, as collectRollouts builds an episode's env by default. */
+function registryEnv(item: RolloutItem): Promise<Env> {
+  return createEnv(item.env, item.config ?? {}, item.baseDir);
 }
 
 /** train/<tag>/success_rate and mean_reward (or val/...), over kept and dropped episodes alike. */
@@ -301,7 +306,11 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
   try {
     stateRewards = new StateRewardScorers(setups, models.actor.family.tokenizer.tokenBytes());
     await checkResponseFormats(
-      Object.entries(data.train).map(([tag, spec]) => ({ key: `${checked.file}: key "data.train.${tag}"`, create: () => createEnv(spec.name, setups.train.get(tag)!.envConfig) })),
+      Object.entries(data.train).map(([tag, spec]) => {
+        const setup = setups.train.get(tag)!;
+        const create = rewardedEnvFactory(setup, () => createEnv(spec.name, setup.envConfig));
+        return { key: `${checked.file}: key "data.train.${tag}"`, create: () => create(undefined) };
+      }),
       { encode: (text) => models.actor.family.tokenizer.encode(text), decode: (ids) => models.actor.family.decode(ids) },
     );
   } catch (err) {

@@ -11,7 +11,9 @@ import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createEnv } from "../../envs/registry.ts";
+import type { Env } from "../../envs/_common/types.ts";
 import type { InferenceClient } from "../../src/clients/types.ts";
+import { messageText } from "../../src/core/chat.ts";
 import { validate } from "../../src/config/index.ts";
 import { Engine } from "../../src/engine/engine.ts";
 import { EvalConfig } from "../../src/evaluation/config.ts";
@@ -138,5 +140,34 @@ describe("world-model rewards in vagen eval", () => {
     const episode = join(dir, "lake", `seed_${plan.episodes[0]!.seed}`, "metrics.json");
     expect(existsSync(episode)).toBe(true);
     expect(JSON.parse(readFileSync(episode, "utf8")).state_reward.state_estimation_reward).toBe(1);
+  });
+});
+
+describe("the system prompt with the reward on", () => {
+  test("an env whose prompt lacks the wm tags gets main's format, examples and axes appended", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "vagen-wm-prompt-"));
+    const config = validate(EvalConfig, {
+      output_dir: dir,
+      model: { backend: "openai", base_url: "http://127.0.0.1:9/v1", model: "scripted" },
+      envs: { lake: { name: "FrozenLake", config: { desc: ["SFFG"], prompt_format: "wm", state_reward: { state_estimation: { enable: true, reward: 0.5 }, scorer: "exact" } }, episodes: 1, max_turns: 1 } },
+    });
+    const systemPrompts: string[] = [];
+    const client: InferenceClient = {
+      description: "scripted",
+      create: async (messages) => {
+        systemPrompts.push(messageText(messages[0]!));
+        return { text: REPLY, finishReason: "stop", usage: { promptTokens: 0, completionTokens: 0 } };
+      },
+    };
+    // FrozenLake with a terse prompt of its own, as a custom env might have.
+    const terse = async (name: string, envConfig: Record<string, unknown>): Promise<Env> => {
+      const env = await createEnv(name, envConfig);
+      return { stateRewardSpec: env.stateRewardSpec, reset: (seed) => env.reset(seed), step: (r) => env.step(r), close: () => env.close(), systemPrompt: async () => ({ text: "Reach the goal.", images: [] }) };
+    };
+    await runEvaluation(buildEvalPlan(config), { client, createEnv: terse });
+    expect(systemPrompts[0]!.startsWith("Reach the goal.\nUse the complete response format below; the order is required:\n")).toBe(true);
+    expect(systemPrompts[0]).toContain("<perception>");
+    const summary = JSON.parse(readFileSync(join(dir, "summary.json"), "utf8"));
+    expect(summary.envs.lake.state_reward.state_estimation_reward).toBe(0.5);
   });
 });
