@@ -128,14 +128,15 @@ VT_API int32_t vt_is_inference(void* h, double* out) {
 // ---- activation checkpointing --------------------------------------------------------
 //
 // A checkpointed block runs its forward without recording a graph. Its output is then
-// attached to a CheckpointNode whose next edges are the block's inputs. When backward
-// reaches that node it does not recompute anything itself (the block is TypeScript code,
+// attached to a CheckpointNode that holds the block's inputs (its edges to them are
+// invalid, so the engine never walks past it). When backward reaches that node it does
+// not recompute anything itself (the block is TypeScript code,
 // and libtorch may run CUDA backward work on its own threads, where JavaScript cannot be
 // called); it stashes the incoming gradient together with the block's inputs and stops.
-// The TypeScript side then pops stashed entries (latest block first), recomputes the block
-// with grad enabled, backpropagates through it, and continues backward from the block's
-// original inputs with the gradients it obtained. Blocks are numbered in forward order, so
-// "highest id first" is a valid reverse topological order for the stash.
+// The TypeScript side then pops every stashed entry, runs each block's backward (for a
+// checkpoint: recompute with grad enabled and backpropagate), and continues backward from
+// all the blocks' original inputs at once with the gradients it obtained, so a graph that
+// several blocks read is walked once, with their gradients summed.
 
 namespace {
 
@@ -197,7 +198,10 @@ VT_API int32_t vt_checkpoint_attach(int64_t id, void* yh, const double* inputs, 
   for (const auto& t : in) any_requires_grad = any_requires_grad || t.requires_grad();
   if (any_requires_grad && c10::GradMode::is_enabled()) {
     auto node = std::shared_ptr<CheckpointNode>(new CheckpointNode(id, in, std::move(ex)), torch::autograd::deleteNode);
-    node->set_next_edges(torch::autograd::collect_next_edges(in));
+    // One invalid edge per input: the engine stops here instead of walking on into the
+    // inputs' graph with undefined gradients, which would free that graph's saved tensors
+    // before the TypeScript driver brings the real gradients (and would run it for nothing).
+    node->set_next_edges(torch::autograd::edge_list(in.size()));
     torch::autograd::set_history(y, node);
   } else {
     std::lock_guard<std::mutex> lock(stash_mutex);

@@ -4,10 +4,13 @@
  * A vocabulary of 150k in float32 is 600 KB per token, so the [B, T, V] float32
  * log-softmax of a whole batch can outgrow the model. Rows of tokens are processed in
  * chunks: each chunk is upcast (bf16/f16 -> f32; f64 stays f64), log-softmaxed, gathered
- * and reduced, so only one chunk's float copy exists at a time. With gradients on, each
- * chunk runs under activation checkpointing (its softmax is recomputed in backward
- * instead of being kept), which keeps backward within the same bound. The numbers are the
- * direct log_softmax computation's.
+ * and reduced, so only one chunk's float copy exists at a time. With gradients on, the
+ * whole computation is one block with its own backward (torch.customGrad): the forward
+ * keeps nothing, and the backward recomputes each chunk's softmax from a detached slice,
+ * backpropagates through it and writes the slice's gradient into one gradient of the
+ * logits (in the logits' dtype), which then flows into the model's graph in one pass. So
+ * backward stays within the same bound, and the graph that produced the logits needs no
+ * retaining. The numbers are the direct log_softmax computation's.
  */
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
@@ -55,6 +58,7 @@ export function tokenLogProbs(logits: Tensor, tokens: Tensor, opts: TokenLogProb
     const flatLogits = logits.reshape(-1, vocab); // [N, V]
     const flatTokens = tokens.reshape(-1, 1).to({ dtype: "i64" }); // [N, 1]
     const n = rows * width;
+    const outRows = withEntropy ? 2 : 1;
     // One chunk: [n, V] logits -> [2, n] (log-prob, entropy) or [1, n].
     const perChunk = (part: Tensor, ids: Tensor): Tensor => {
       let x = part.to({ dtype });
@@ -65,17 +69,31 @@ export function tokenLogProbs(logits: Tensor, tokens: Tensor, opts: TokenLogProb
       const entropy = logp.exp().mul(logp).sum(-1).neg();
       return torch.stack([picked, entropy]);
     };
-    const recompute = torch.isGradEnabled() && logits.requiresGrad;
-    const pieces: Tensor[] = [];
-    for (let start = 0; start < n; start += chunk) {
-      const len = Math.min(chunk, n - start);
-      const part = flatLogits.narrow(0, start, len);
-      const ids = flatTokens.narrow(0, start, len);
-      // ids go in as a checkpoint input, not a closure: the recompute runs in backward,
-      // after this scope has freed its own tensors
-      pieces.push(recompute ? torch.checkpoint(perChunk, part, ids) : perChunk(part, ids));
-    }
-    const all = pieces.length === 0 ? torch.zeros([withEntropy ? 2 : 1, 0], { dtype, device: logits.device }) : torch.cat(pieces, 1);
+    const chunks = (): { start: number; len: number }[] => {
+      const out: { start: number; len: number }[] = [];
+      for (let start = 0; start < n; start += chunk) out.push({ start, len: Math.min(chunk, n - start) });
+      return out;
+    };
+    // [N, V] -> [outRows, N], a chunk at a time
+    const forward = (x: Tensor, ids: Tensor): Tensor => {
+      if (n === 0) return torch.zeros([outRows, 0], { dtype, device: logits.device });
+      return torch.cat(chunks().map(({ start, len }) => torch.tidy(() => perChunk(x.narrow(0, start, len), ids.narrow(0, start, len)))), 1);
+    };
+    // gradOut [outRows, N] -> grad of x [N, V]: each chunk's softmax is recomputed from a
+    // detached slice, so only one chunk's float copy and graph exist at a time
+    const backward = (gradOut: Tensor, x: Tensor, ids: Tensor): (Tensor | undefined)[] => {
+      const gradX = torch.zerosLike(x);
+      for (const { start, len } of chunks()) {
+        torch.tidy(() => {
+          const part = x.narrow(0, start, len).detach().requiresGrad_(true);
+          const y = torch.enableGrad(() => perChunk(part, ids.narrow(0, start, len)));
+          const [gradPart] = torch.grad(y, [part], { gradOutputs: [gradOut.narrow(1, start, len)] });
+          if (gradPart !== undefined) gradX.narrow(0, start, len).copy_(gradPart);
+        });
+      }
+      return [gradX, undefined];
+    };
+    const all = torch.isGradEnabled() && logits.requiresGrad ? torch.customGrad(forward, backward, flatLogits, flatTokens) : forward(flatLogits, flatTokens);
     const logProbs = all.select(0, 0).reshape(rows, width);
     return withEntropy ? { logProbs, entropy: all.select(0, 1).reshape(rows, width) } : { logProbs };
   });

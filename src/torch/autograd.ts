@@ -105,16 +105,37 @@ export function backward(tensors: readonly Tensor[], grads?: readonly (Tensor | 
   afterBackward.run(opts);
 }
 
-// ---- activation checkpointing --------------------------------------------------------
+// ---- blocks with their own backward: activation checkpointing, custom gradients ----------
+//
+// A block's output carries a node (ffi/autograd.cpp) that stops the engine and stashes the
+// incoming gradient. After the engine's pass, runBlockBackwards() runs every stashed
+// block's backward in TypeScript and continues backward from all their inputs in one pass,
+// repeating while that pass reaches further blocks. Only the gradient reaches the inputs'
+// graph, once, so nothing of it has to be retained.
+//
+// Limitation: a block's gradient must be complete when its wave runs. A block whose output
+// is read both directly and through a later block of the same wave gets the rest of its
+// gradient in a later wave, which walks the graph below it a second time (an error unless
+// retainGraph). Sibling blocks over one input (chunks of one tensor) are what this serves.
 
-interface Checkpointed {
-  fn: (...inputs: Tensor[]) => Tensor;
-  /** Devices whose default RNG state was saved (restored before the recompute). */
-  rngDevices: string[];
+/**
+ * A block's backward: the gradient of its output, its inputs (as recorded, with their
+ * history) and the RNG states saved at the forward; returns each input's gradient.
+ */
+type BlockBackward = (gradOutput: Tensor, inputs: Tensor[], rngStates: Tensor[], opts: BackwardOptions) => (Tensor | undefined)[];
+
+const blocks = new Map<number, BlockBackward>();
+let nextBlockId = 1;
+
+/** Gives y (computed without grad) a node over inputs whose backward is `backwardFn`. */
+function attachBlock(y: Tensor, inputs: readonly Tensor[], rngStates: readonly Tensor[], backwardFn: BlockBackward): Tensor {
+  const id = nextBlockId++;
+  blocks.set(id, backwardFn);
+  inputs.forEach((t, i) => (ARGS[i] = t._h));
+  rngStates.forEach((t, i) => (ARGS[inputs.length + i] = t._h));
+  check(S.vt_checkpoint_attach(id, y._h, argsAt(0), inputs.length, argsAt(inputs.length), rngStates.length, OUT_PTR));
+  return new Tensor(OUT[0]!);
 }
-
-const checkpointed = new Map<number, Checkpointed>();
-let nextCheckpointId = 1;
 
 /**
  * Runs fn(...inputs) without keeping its activations; during backward the block is run
@@ -128,97 +149,141 @@ let nextCheckpointId = 1;
  */
 export function checkpoint(fn: (...inputs: Tensor[]) => Tensor, ...inputs: Tensor[]): Tensor {
   loadTorch();
-  dropReleasedCheckpoints();
+  dropReleasedBlocks();
   if (S.vt_grad_enabled() === 0) return fn(...inputs);
-  const id = nextCheckpointId++;
   const rngDevices = ["cpu", ...new Set(inputs.map((t) => t.device).filter((d) => d !== "cpu"))];
   return tidy(() => {
     const states = rngDevices.map((d) => getRngState(d));
     const y = noGrad(() => fn(...inputs));
     if (!(y instanceof Tensor)) throw new TorchError("checkpoint(fn): fn must return a single Tensor");
-    checkpointed.set(id, { fn, rngDevices });
-    inputs.forEach((t, i) => (ARGS[i] = t._h));
-    states.forEach((t, i) => (ARGS[inputs.length + i] = t._h));
-    check(S.vt_checkpoint_attach(id, y._h, argsAt(0), inputs.length, argsAt(inputs.length), states.length, OUT_PTR));
-    return new Tensor(OUT[0]!);
+    return attachBlock(y, inputs, states, (gradY, recorded, saved, opts) => recompute(fn, rngDevices, recorded, saved, gradY, opts));
   });
 }
 
-/** Ids of checkpoint nodes libtorch has destroyed: their closures are no longer needed. */
-function dropReleasedCheckpoints(): void {
+/**
+ * A block with a hand-written backward (torch.autograd.Function): forward(...inputs) runs
+ * without recording a graph, and when backward reaches its output, backwardFn(gradOutput,
+ * ...inputs) (with grad recording off, inputs detached) returns each input's gradient
+ * (undefined for none); backward then continues into the inputs' graphs with them.
+ * Without grad recording, or with no input that requires grad, it is just forward.
+ */
+export function customGrad(
+  forward: (...inputs: Tensor[]) => Tensor,
+  backwardFn: (gradOutput: Tensor, ...inputs: Tensor[]) => (Tensor | undefined)[],
+  ...inputs: Tensor[]
+): Tensor {
+  loadTorch();
+  dropReleasedBlocks();
+  if (S.vt_grad_enabled() === 0 || !inputs.some((t) => t.requiresGrad)) return forward(...inputs);
+  return tidy(() => {
+    const y = noGrad(() => forward(...inputs));
+    if (!(y instanceof Tensor)) throw new TorchError("customGrad(forward): forward must return a single Tensor");
+    return attachBlock(y, inputs, [], (gradY, recorded) => {
+      const grads = noGrad(() => backwardFn(gradY, ...recorded.map((t) => t.detach())));
+      if (grads.length !== recorded.length) {
+        throw new TorchError(`customGrad: backward returned ${grads.length} gradients for ${recorded.length} inputs`);
+      }
+      return grads;
+    });
+  });
+}
+
+/** Ids of block nodes libtorch has destroyed: their closures are no longer needed. */
+function dropReleasedBlocks(): void {
   for (;;) {
     S.vt_checkpoint_released(OUT.length - 1, OUT_PTR);
     const n = OUT[0]!;
-    for (let i = 0; i < n; i++) checkpointed.delete(OUT[1 + i]!);
+    for (let i = 0; i < n; i++) blocks.delete(OUT[1 + i]!);
     if (n < OUT.length - 1) return;
   }
 }
 
-/** Recomputes stashed checkpoint blocks, latest first, until backward is complete. */
-function runCheckpointRecomputes(opts: BackwardOptions): void {
-  if (Number(S.vt_checkpoint_pending()) === 0) {
-    if (checkpointed.size > 0) dropReleasedCheckpoints();
-    return;
-  }
-  for (;;) {
-    check(S.vt_checkpoint_pop(OUT.length - 4, OUT_PTR));
-    const id = OUT[0]!;
-    if (id < 0) break;
-    const gradHandle = OUT[1]!;
-    const nInputs = OUT[2]!;
-    const nExtras = OUT[3]!;
-    const handles = Array.from(OUT.subarray(4, 4 + nInputs + nExtras));
-    tidy(() => {
-      const gradY = gradHandle === 0 ? undefined : new Tensor(gradHandle);
-      const inputs = handles.slice(0, nInputs).map((h) => new Tensor(h));
-      const states = handles.slice(nInputs).map((h) => new Tensor(h));
-      const entry = checkpointed.get(id);
-      if (entry === undefined) throw new TorchError(`checkpoint ${id} reached in backward, but its block is gone`);
-      if (gradY === undefined) return;
-      recomputeAndBackprop(entry, inputs, states, gradY, opts);
-    });
-  }
-  dropReleasedCheckpoints();
+/** One stashed block, popped from the shim. */
+interface Stashed {
+  id: number;
+  gradY: Tensor | undefined;
+  inputs: Tensor[];
+  rngStates: Tensor[];
 }
 
-function recomputeAndBackprop(entry: Checkpointed, inputs: Tensor[], states: Tensor[], gradY: Tensor, opts: BackwardOptions): void {
+function popStashed(): Stashed | undefined {
+  check(S.vt_checkpoint_pop(OUT.length - 4, OUT_PTR));
+  const id = OUT[0]!;
+  if (id < 0) return undefined;
+  const gradHandle = OUT[1]!;
+  const nInputs = OUT[2]!;
+  const handles = Array.from(OUT.subarray(4, 4 + nInputs + OUT[3]!));
+  return {
+    id,
+    gradY: gradHandle === 0 ? undefined : new Tensor(gradHandle),
+    inputs: handles.slice(0, nInputs).map((h) => new Tensor(h)),
+    rngStates: handles.slice(nInputs).map((h) => new Tensor(h)),
+  };
+}
+
+/**
+ * Runs the backward of every block the last pass stashed, then continues backward from
+ * all their inputs in one pass; repeats while that pass stashes more blocks.
+ */
+function runBlockBackwards(opts: BackwardOptions): void {
+  while (Number(S.vt_checkpoint_pending()) > 0) {
+    tidy(() => {
+      const roots: Tensor[] = [];
+      const grads: Tensor[] = [];
+      for (let entry = popStashed(); entry !== undefined; entry = popStashed()) {
+        const backwardFn = blocks.get(entry.id);
+        if (backwardFn === undefined) throw new TorchError(`block ${entry.id} reached in backward, but its backward is gone`);
+        if (entry.gradY === undefined) continue;
+        const inputGrads = backwardFn(entry.gradY, entry.inputs, entry.rngStates, opts);
+        entry.inputs.forEach((x, i) => {
+          const g = inputGrads[i];
+          if (g !== undefined && x.requiresGrad) {
+            roots.push(x);
+            grads.push(g);
+          }
+        });
+      }
+      if (roots.length === 0) return;
+      roots.forEach((t, i) => {
+        ARGS[i] = t._h;
+        ARGS[roots.length + i] = grads[i]!._h;
+      });
+      check(S.vt_backward_many(ARGS_PTR, argsAt(roots.length), roots.length, opts.retainGraph ? 1 : 0, opts.createGraph ? 1 : 0));
+    });
+  }
+  if (blocks.size > 0) dropReleasedBlocks();
+}
+
+/** A checkpoint's backward: recompute the block from detached inputs and backpropagate through it. */
+function recompute(
+  fn: (...inputs: Tensor[]) => Tensor,
+  rngDevices: readonly string[],
+  inputs: Tensor[],
+  states: Tensor[],
+  gradY: Tensor,
+  opts: BackwardOptions,
+): (Tensor | undefined)[] {
   const detached = inputs.map((x) => {
     const d = x.detach();
     if (x.requiresGrad && isFloating(x.dtype)) d.requiresGrad_(true);
     return d;
   });
-  const current = entry.rngDevices.map((d) => getRngState(d));
-  entry.rngDevices.forEach((d, i) => setRngState(states[i]!, d));
+  const current = rngDevices.map((d) => getRngState(d));
+  rngDevices.forEach((d, i) => setRngState(states[i]!, d));
   let y: Tensor;
   try {
-    y = enableGrad(() => entry.fn(...detached));
+    y = enableGrad(() => fn(...detached));
   } finally {
-    entry.rngDevices.forEach((d, i) => setRngState(current[i]!, d));
+    rngDevices.forEach((d, i) => setRngState(current[i]!, d));
   }
   check(S.vt_backward(y._h, gradY._h, 0, opts.createGraph ? 1 : 0));
-  // Continue backward into the graph that produced the block's inputs.
-  const roots: Tensor[] = [];
-  const grads: Tensor[] = [];
-  detached.forEach((d, i) => {
-    if (!inputs[i]!.requiresGrad) return;
-    const g = d.grad;
-    if (g !== undefined) {
-      roots.push(inputs[i]!);
-      grads.push(g);
-    }
-  });
-  if (roots.length === 0) return;
-  roots.forEach((t, i) => {
-    ARGS[i] = t._h;
-    ARGS[roots.length + i] = grads[i]!._h;
-  });
-  check(S.vt_backward_many(ARGS_PTR, argsAt(roots.length), roots.length, opts.retainGraph ? 1 : 0, opts.createGraph ? 1 : 0));
+  return detached.map((d, i) => (inputs[i]!.requiresGrad ? d.grad : undefined));
 }
 
-afterBackward.run = runCheckpointRecomputes;
+afterBackward.run = runBlockBackwards;
 
-/** Number of checkpointed blocks whose recompute closure is still held (for leak tests). */
+/** Number of checkpointed or custom-gradient blocks whose backward closure is still held (for leak tests). */
 export function pendingCheckpoints(): number {
-  dropReleasedCheckpoints();
-  return checkpointed.size;
+  dropReleasedBlocks();
+  return blocks.size;
 }

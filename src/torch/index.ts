@@ -46,6 +46,7 @@ export {
   grad,
   backward,
   checkpoint,
+  customGrad,
   pendingCheckpoints,
 } from "./autograd.ts";
 export * as F from "./nn.ts";

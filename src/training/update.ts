@@ -24,15 +24,6 @@ import type { TrainingRow } from "../rollout/types.ts";
 import { Rng } from "../core/rng.ts";
 import { policyForward, rowsTensor, valueForward, type TrainingModel } from "./forward.ts";
 
-/**
- * Backward keeps the graph: the chunked log-softmax (src/algorithms/entropy.ts) runs
- * under activation checkpointing, whose recompute continues backward into the decoder's
- * graph after the main pass; without retaining it, that second pass finds the decoder's
- * saved tensors freed. The graph goes when the micro-batch's scope ends, so the peak
- * memory is the forward's either way.
- */
-const RETAIN = { retainGraph: true };
-
 /** Per-row columns the update reads, one array per row of its response length. */
 export interface RowColumns {
   oldLogprobs: Float32Array[];
@@ -232,7 +223,7 @@ export function updateActor(model: TrainingModel, optim: ParameterOptimizer, row
             loss = loss.add(kl.loss.mul(opts.klLoss.coef));
             Object.assign(extra, kl.metrics);
           }
-          loss.mul(micro.length / mini.length).backward(undefined, RETAIN);
+          loss.mul(micro.length / mini.length).backward();
           return { ...pg.metrics, ...extra };
         });
         metrics.add(readMetrics(values));
@@ -265,7 +256,7 @@ export function updateCritic(model: TrainingModel, head: ValueHead, optim: Param
           const col = (c: readonly ArrayLike<number>[]) => rowsTensor(micro.map((i) => c[i]!), R, { device });
           const mask = cols.valueMask ? col(cols.valueMask) : rowsTensor(microRows.map((r) => r.responseMask), R, { device });
           const out = valueLoss({ vpreds, values: col(cols.values!), returns: col(cols.returns!), valueMask: mask }, { cliprangeValue: opts.cliprangeValue, lossAggMode: opts.lossAggMode });
-          out.loss.mul(micro.length / mini.length).backward(undefined, RETAIN);
+          out.loss.mul(micro.length / mini.length).backward();
           return out.metrics;
         });
         metrics.add(readMetrics(values));

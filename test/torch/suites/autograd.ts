@@ -127,6 +127,45 @@ export function autogradSuite(device: string): void {
       expect(torch.pendingCheckpoints()).toBe(0);
     });
 
+    test("checkpoints over slices of a model output: one backward, no retained graph, the plain gradients", () => {
+      // h = x·w0 saves x and w0 for its backward; the blocks read two slices of it. The
+      // engine stops at the blocks, and their input gradients go into h's graph in one pass.
+      const run = (useCheckpoint: boolean) =>
+        torch.tidy(() => {
+          const g = new torch.Generator({ seed: 7, device });
+          const w0 = torch.randn([5, 6], { generator: g, device }).requiresGrad_();
+          const w = torch.randn([6, 6], { generator: g, device }).requiresGrad_();
+          const x = torch.randn([4, 5], { generator: g, device });
+          g.dispose();
+          const block = (part: torch.Tensor) => F.silu(part.matmul(w)).square();
+          const h = x.matmul(w0);
+          const parts = [h.narrow(0, 0, 3), h.narrow(0, 3, 1)];
+          const y = torch.cat(parts.map((p) => (useCheckpoint ? torch.checkpoint(block, p) : block(p))), 0);
+          y.mean().backward();
+          return [...values(w0.grad!), ...values(w.grad!)];
+        });
+      expectClose(run(true), run(false), 1e-5, 1e-4);
+      expect(torch.pendingCheckpoints()).toBe(0);
+    });
+
+    test("customGrad: a hand-written backward reaches the graph below its inputs", () => {
+      torch.tidy(() => {
+        // x = a·b = [3, 2]; y = x³ with backward 3x²·g; Σy: dx = [27, 12],
+        // da = dx·b = [81, 12], db = dx·a = [27, 24]
+        const a = T([1, 2], [2]).requiresGrad_();
+        const b = T([3, 1], [2]).requiresGrad_();
+        const cube = (x: torch.Tensor) => x.pow(3);
+        const cubeBackward = (gy: torch.Tensor, x: torch.Tensor) => [gy.mul(x.square()).mul(3)];
+        const y = torch.customGrad(cube, cubeBackward, a.mul(b));
+        expect(values(y)).toEqual([27, 8]);
+        y.sum().backward();
+        expect(values(a.grad!)).toEqual([81, 12]);
+        expect(values(b.grad!)).toEqual([27, 24]);
+        expect(() => torch.customGrad(cube, () => [], a.mul(1)).sum().backward()).toThrow(/returned 0 gradients for 1 inputs/);
+      });
+      expect(torch.pendingCheckpoints()).toBe(0);
+    });
+
     test("checkpoint without backward releases its block; under noGrad it just runs fn", () => {
       torch.tidy(() => {
         const w = T([1, 2, 3, 4], [2, 2]).requiresGrad_();

@@ -1,0 +1,66 @@
+/**
+ * Gradients through the chunked token log-probs when the logits come out of a model (a
+ * non-leaf tensor): one backward without retaining the graph must reach the model's
+ * weights, equal to the direct unchunked log_softmax computation.
+ */
+import { describe, expect, test } from "bun:test";
+import { torch, expectClose, values } from "../torch/helpers.ts";
+import { tokenLogProbs } from "../../src/algorithms/entropy.ts";
+
+const ROWS = 2;
+const WIDTH = 5;
+const HIDDEN = 4;
+const VOCAB = 7;
+
+/** A tiny "model": hidden states times a weight matrix give the logits (not a leaf). */
+function setup(seed: number) {
+  torch.manualSeed(seed);
+  const weight = torch.randn([HIDDEN, VOCAB]).requiresGrad_(true);
+  const hidden = torch.randn([ROWS, WIDTH, HIDDEN]);
+  const tokens = torch.randint(0, VOCAB, [ROWS, WIDTH], { dtype: "i64" });
+  const coefs = torch.randn([ROWS, WIDTH]);
+  return { weight, hidden, tokens, coefs };
+}
+
+/** The direct computation: log_softmax over the whole vocabulary at once. */
+function directLoss(logits: torch.Tensor, tokens: torch.Tensor, coefs: torch.Tensor): torch.Tensor {
+  const logp = logits.logSoftmax(-1);
+  const picked = logp.gather(2, tokens.unsqueeze(2)).squeeze(2);
+  const entropy = logp.exp().mul(logp).sum(-1).neg();
+  return picked.mul(coefs).sum().add(entropy.mul(0.1).sum());
+}
+
+describe("tokenLogProbs backward into a model", () => {
+  for (const chunkTokens of [1, 3, 4, 10, 1024]) {
+    test(`chunks of ${chunkTokens} tokens: one backward, gradients equal the direct computation`, () => {
+      torch.tidy(() => {
+        const { weight, hidden, tokens, coefs } = setup(11);
+        const out = tokenLogProbs(hidden.matmul(weight), tokens, { chunkTokens });
+        out.logProbs.mul(coefs).sum().add(out.entropy!.mul(0.1).sum()).backward();
+        const chunked = values(weight.grad!);
+        weight.grad = undefined;
+
+        directLoss(hidden.matmul(weight), tokens, coefs).backward();
+        expectClose(chunked, values(weight.grad!), 1e-5);
+      });
+      // the block's backward closure goes with the graph
+      expect(torch.pendingCheckpoints()).toBe(0);
+    });
+  }
+
+  test("several consumers of one model output: gradients add up", () =>
+    torch.tidy(() => {
+      const { weight, hidden, tokens, coefs } = setup(5);
+      const logits = hidden.matmul(weight);
+      const a = tokenLogProbs(logits, tokens, { chunkTokens: 3, withEntropy: false });
+      const b = tokenLogProbs(logits, tokens, { chunkTokens: 4 });
+      a.logProbs.mul(coefs).sum().add(b.entropy!.sum()).backward();
+      const chunked = values(weight.grad!);
+      weight.grad = undefined;
+
+      const logp = hidden.matmul(weight).logSoftmax(-1);
+      const picked = logp.gather(2, tokens.unsqueeze(2)).squeeze(2);
+      picked.mul(coefs).sum().add(logp.exp().mul(logp).sum(-1).neg().sum()).backward();
+      expectClose(chunked, values(weight.grad!), 1e-5);
+    }));
+});
