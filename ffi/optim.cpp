@@ -5,29 +5,47 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 using vt::T;
 
 namespace {
 
+// The tensors one AdamW call updates together. `targets` are what the update writes: the
+// parameter itself, or its f32 master copy, from which `params` are written back after it.
 struct Group {
-  std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+  std::vector<at::Tensor> targets, grads, exp_avgs, exp_avg_sqs, params, masters;
 };
 
-// Parameters without a gradient are skipped (PyTorch's rule). Fused kernels need every
-// tensor of a call to share device and dtype, so parameters are grouped by both.
-std::map<std::pair<std::string, int>, Group> group_params(const double* params, const double* m, const double* v,
-                                                          int32_t n) {
-  std::map<std::pair<std::string, int>, Group> groups;
+// The step count of a group, 1-based after the update.
+using GroupKey = std::tuple<std::string, int, double>;
+
+// Parameters without a gradient are skipped and keep their step count (PyTorch's rule).
+// Fused kernels need every tensor of a call to share device and dtype, and the foreach
+// path uses one bias correction per call, so parameters are grouped by device, dtype of
+// what is updated and step count. A parameter with a master copy (masters[i] != 0) has its
+// f32 master, moments and a f32 copy of its gradient updated, and is then written from the
+// master.
+std::map<GroupKey, Group> group_params(const double* params, const double* masters, const double* m, const double* v,
+                                       double* steps, int32_t n) {
+  std::map<GroupKey, Group> groups;
   for (int32_t i = 0; i < n; i++) {
     const at::Tensor& p = T(vt::unwrap_ptr(params[i]));
     const at::Tensor& g = p.grad();
     if (!g.defined()) continue;
-    Group& grp = groups[{p.device().str(), static_cast<int>(p.scalar_type())}];
-    grp.params.push_back(p);
-    grp.grads.push_back(g);
+    const at::Tensor target = masters[i] != 0 ? T(vt::unwrap_ptr(masters[i])) : p;
+    TORCH_CHECK(target.sizes() == p.sizes(), "AdamW: master copy of shape ", target.sizes(), " for a parameter of shape ",
+                p.sizes());
+    steps[i] += 1;
+    Group& grp = groups[{target.device().str(), static_cast<int>(target.scalar_type()), steps[i]}];
+    grp.targets.push_back(target);
+    grp.grads.push_back(g.scalar_type() == target.scalar_type() ? g : g.to(target.scalar_type()));
     grp.exp_avgs.push_back(T(vt::unwrap_ptr(m[i])));
     grp.exp_avg_sqs.push_back(T(vt::unwrap_ptr(v[i])));
+    if (masters[i] != 0) {
+      grp.params.push_back(p);
+      grp.masters.push_back(target);
+    }
   }
   return groups;
 }
@@ -44,7 +62,7 @@ bool fused_adamw_available(const at::Tensor& p) {
 }
 
 void adamw_foreach(Group& g, double lr, double beta1, double beta2, double eps, double wd, double step) {
-  if (wd != 0) at::_foreach_mul_(g.params, 1 - lr * wd);
+  if (wd != 0) at::_foreach_mul_(g.targets, 1 - lr * wd);
   at::_foreach_mul_(g.exp_avgs, beta1);
   at::_foreach_add_(g.exp_avgs, g.grads, 1 - beta1);
   at::_foreach_mul_(g.exp_avg_sqs, beta2);
@@ -54,7 +72,7 @@ void adamw_foreach(Group& g, double lr, double beta1, double beta2, double eps, 
   std::vector<at::Tensor> denom = at::_foreach_sqrt(g.exp_avg_sqs);
   at::_foreach_div_(denom, std::sqrt(bias2));
   at::_foreach_add_(denom, eps);
-  at::_foreach_addcdiv_(g.params, g.exp_avgs, denom, -lr / bias1);
+  at::_foreach_addcdiv_(g.targets, g.exp_avgs, denom, -lr / bias1);
 }
 
 }  // namespace
@@ -66,29 +84,33 @@ VT_API int32_t vt_has_fused_adamw() {
 }
 
 // One AdamW step (decoupled weight decay, PyTorch's torch.optim.AdamW semantics).
-// `step` is the 1-based step count after this update. mode: 0 fused when available,
-// 1 always foreach. out[0] = number of parameter groups that used the fused kernel.
-VT_API int32_t vt_adamw_step(const double* params, const double* exp_avgs, const double* exp_avg_sqs, int32_t n,
-                             double lr, double beta1, double beta2, double eps, double weight_decay, double step,
-                             int32_t mode, double* out) {
+// masters[i]: 0, or an f32 master copy of params[i] that is updated instead and written
+// back into it. steps[i]: parameter i's step count, incremented here when it has a
+// gradient (PyTorch's per-parameter state["step"]). mode: 0 fused when available, 1 always
+// foreach. out[0] = number of tensor groups that used the fused kernel.
+VT_API int32_t vt_adamw_step(const double* params, const double* masters, const double* exp_avgs,
+                             const double* exp_avg_sqs, double* steps, int32_t n, double lr, double beta1, double beta2,
+                             double eps, double weight_decay, int32_t mode, double* out) {
   VT_TRY
   c10::NoGradGuard no_grad;
-  auto groups = group_params(params, exp_avgs, exp_avg_sqs, n);
+  auto groups = group_params(params, masters, exp_avgs, exp_avg_sqs, steps, n);
   int fused_groups = 0;
   for (auto& [key, g] : groups) {
-    (void)key;
-    if (mode == 0 && fused_adamw_available(g.params[0])) {
+    const double step = std::get<2>(key);
+    bool fused = false;
+    if (mode == 0 && fused_adamw_available(g.targets[0])) {
 #if VT_TORCH_AT_LEAST(2, 1)
-      // The kernel only reads the step count, so one 0-d tensor serves every parameter.
-      at::Tensor step_t = at::full({}, step, g.params[0].options().dtype(at::kFloat));
-      std::vector<at::Tensor> steps(g.params.size(), step_t);
-      at::_fused_adamw_(g.params, g.grads, g.exp_avgs, g.exp_avg_sqs, {}, steps, lr, beta1, beta2, weight_decay, eps,
-                        /*amsgrad=*/false, /*maximize=*/false);
+      // The kernel only reads the step count, so one 0-d tensor serves the whole group.
+      at::Tensor step_t = at::full({}, step, g.targets[0].options().dtype(at::kFloat));
+      std::vector<at::Tensor> step_list(g.targets.size(), step_t);
+      at::_fused_adamw_(g.targets, g.grads, g.exp_avgs, g.exp_avg_sqs, {}, step_list, lr, beta1, beta2, weight_decay,
+                        eps, /*amsgrad=*/false, /*maximize=*/false);
+      fused = true;
       fused_groups++;
-      continue;
 #endif
     }
-    adamw_foreach(g, lr, beta1, beta2, eps, weight_decay, step);
+    if (!fused) adamw_foreach(g, lr, beta1, beta2, eps, weight_decay, step);
+    for (size_t i = 0; i < g.params.size(); i++) g.params[i].copy_(g.masters[i]);
   }
   out[0] = fused_groups;
   VT_CATCH

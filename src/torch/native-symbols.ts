@@ -3,10 +3,10 @@
 import { FFIType } from "bun:ffi";
 
 /** The shim's ABI version (VT_ABI_VERSION in ffi/shim.h); loadTorch refuses a shim with another. */
-export const ABI_VERSION = 2;
+export const ABI_VERSION = 3;
 
 /** A hash of every signature and op list; a change without a new ABI_VERSION fails the build. */
-export const ABI_FINGERPRINT = "4698b00daa11502c";
+export const ABI_FINGERPRINT = "6d79cf7c0e82107f";
 
 /** Every native entry point with its argument types, in the order of ffi/. */
 export const SYMBOLS = {
@@ -139,7 +139,7 @@ export const SYMBOLS = {
   vt_slices: { args: ["ptr", "ptr", "i32", "ptr"], returns: "i32" },
   // optim.cpp
   vt_has_fused_adamw: { args: [], returns: "i32" },
-  vt_adamw_step: { args: ["ptr", "ptr", "ptr", "i32", "f64", "f64", "f64", "f64", "f64", "f64", "i32", "ptr"], returns: "i32" },
+  vt_adamw_step: { args: ["ptr", "ptr", "ptr", "ptr", "ptr", "i32", "f64", "f64", "f64", "f64", "f64", "i32", "ptr"], returns: "i32" },
   vt_sgd_step: { args: ["ptr", "ptr", "i32", "f64", "f64", "f64", "f64", "i32", "i32"], returns: "i32" },
   vt_clip_grad_norm: { args: ["ptr", "i32", "f64", "f64", "i32", "ptr"], returns: "i32" },
 } as const;

@@ -6,11 +6,13 @@
  * otherwise. Optimizer state lives in tensors exempt from scopes; `stateDict()` returns
  * them with metadata in a form safetensors.save() writes directly.
  */
+import { ptr } from "bun:ffi";
 import { ARGS, ARGS_PTR, OUT, OUT_PTR, S, argsAt, check } from "./native.ts";
 import { TorchError } from "./errors.ts";
 import { Tensor } from "./tensor.ts";
 import { keep } from "./scope.ts";
 import { zerosLike } from "./creation.ts";
+import { noGrad } from "./autograd.ts";
 
 export interface ParamGroup {
   params: Tensor[];
@@ -106,8 +108,12 @@ abstract class Optimizer {
   }
 }
 
+function find(tensors: Map<string, Tensor> | Record<string, Tensor>, name: string): Tensor | undefined {
+  return tensors instanceof Map ? tensors.get(name) : tensors[name];
+}
+
 function lookup(tensors: Map<string, Tensor> | Record<string, Tensor>, name: string): Tensor {
-  const t = tensors instanceof Map ? tensors.get(name) : tensors[name];
+  const t = find(tensors, name);
   if (t === undefined) throw new TorchError(`optimizer state lacks tensor "${name}"`);
   return t;
 }
@@ -119,41 +125,90 @@ export interface AdamWOptions {
   weightDecay?: number;
   /** "auto" (default) uses the fused kernel when libtorch has one; false forces foreach. */
   fused?: "auto" | false;
+  /**
+   * Mixed precision for 16-bit (bf16, f16) parameters, on by default: the moments are f32,
+   * and an f32 master copy of the parameter takes the update, the parameter being written
+   * from it after each step (PyTorch/verl mixed precision). Without it a bf16 parameter
+   * loses every update smaller than its rounding step. false keeps all state in the
+   * parameter's dtype.
+   */
+  f32State?: boolean;
 }
 
-/** AdamW with decoupled weight decay (torch.optim.AdamW semantics and defaults). */
+/** Parameters per FFI call: four handle lists of this length fit in ARGS. */
+const ADAMW_BATCH = Math.floor(ARGS.length / 4);
+
+function isHalf(t: Tensor): boolean {
+  return t.dtype === "bf16" || t.dtype === "f16";
+}
+
+/**
+ * AdamW with decoupled weight decay (torch.optim.AdamW semantics and defaults): each
+ * parameter counts its own steps (a parameter without a gradient is skipped and its count
+ * stays), as PyTorch's per-parameter state["step"].
+ *
+ * State tensors, per group gi and parameter i: `gi.i.exp_avg`, `gi.i.exp_avg_sq` and, for
+ * a 16-bit parameter with f32 state, `gi.i.master`; metadata `steps` holds the per-parameter
+ * step counts. A state without `steps` (the layout of a single shared count) loads with
+ * that count for every parameter; one without masters takes them from the parameters.
+ */
 export class AdamW extends Optimizer {
   readonly betas: readonly [number, number];
   readonly eps: number;
   readonly fused: "auto" | false;
+  readonly f32State: boolean;
   /** Whether the last step ran the fused kernel for at least one group. */
   lastStepFused = false;
   #expAvg: Tensor[][];
   #expAvgSq: Tensor[][];
+  /** f32 master copies of 16-bit parameters, made from the parameter at its first step. */
+  #master: (Tensor | undefined)[][];
+  /** Per-parameter step counts (the shim increments those it updates). */
+  #steps: Float64Array[];
 
   constructor(params: Tensor[] | ParamGroup[], opts: AdamWOptions = {}) {
     super(params, opts.lr ?? 1e-3, opts.weightDecay ?? 1e-2);
     this.betas = opts.betas ?? [0.9, 0.999];
     this.eps = opts.eps ?? 1e-8;
     this.fused = opts.fused ?? "auto";
-    this.#expAvg = this.groups.map((g) => g.params.map((p) => keep(zerosLike(p))));
-    this.#expAvgSq = this.groups.map((g) => g.params.map((p) => keep(zerosLike(p))));
+    this.f32State = opts.f32State ?? true;
+    const moment = (p: Tensor) => keep(this.#hasMaster(p) ? zerosLike(p, { dtype: "f32" }) : zerosLike(p));
+    this.#expAvg = this.groups.map((g) => g.params.map(moment));
+    this.#expAvgSq = this.groups.map((g) => g.params.map(moment));
+    this.#master = this.groups.map((g) => g.params.map(() => undefined));
+    this.#steps = this.groups.map((g) => new Float64Array(g.params.length));
+  }
+
+  #hasMaster(p: Tensor): boolean {
+    return this.f32State && isHalf(p);
+  }
+
+  /** Step counts of a group's parameters (a copy). */
+  paramSteps(group = 0): number[] {
+    return Array.from(this.#steps[group]!);
   }
 
   step(): void {
     this.stepCount++;
     let fused = 0;
     this.groups.forEach((g, gi) => {
-      const n = g.params.length;
-      const m = this.#expAvg[gi]!;
-      const v = this.#expAvgSq[gi]!;
-      for (let i = 0; i < n; i++) {
-        ARGS[i] = g.params[i]!._h;
-        ARGS[n + i] = m[i]!._h;
-        ARGS[2 * n + i] = v[i]!._h;
+      const masters = this.#master[gi]!;
+      g.params.forEach((p, i) => {
+        if (masters[i] === undefined && this.#hasMaster(p)) masters[i] = keep(noGrad(() => p.to({ dtype: "f32" })));
+      });
+      for (let start = 0; start < g.params.length; start += ADAMW_BATCH) {
+        const n = Math.min(ADAMW_BATCH, g.params.length - start);
+        for (let i = 0; i < n; i++) {
+          ARGS[i] = g.params[start + i]!._h;
+          ARGS[n + i] = masters[start + i]?._h ?? 0;
+          ARGS[2 * n + i] = this.#expAvg[gi]![start + i]!._h;
+          ARGS[3 * n + i] = this.#expAvgSq[gi]![start + i]!._h;
+        }
+        const steps = ptr(this.#steps[gi]!, start * 8);
+        const mode = this.fused === "auto" ? 0 : 1;
+        check(S.vt_adamw_step(argsAt(0), argsAt(n), argsAt(2 * n), argsAt(3 * n), steps, n, g.lr, this.betas[0], this.betas[1], this.eps, g.weightDecay, mode, OUT_PTR));
+        fused += OUT[0]!;
       }
-      check(S.vt_adamw_step(argsAt(0), argsAt(n), argsAt(2 * n), n, g.lr, this.betas[0], this.betas[1], this.eps, g.weightDecay, this.stepCount, this.fused === "auto" ? 0 : 1, OUT_PTR));
-      fused += OUT[0]!;
     });
     this.lastStepFused = fused > 0;
   }
@@ -164,24 +219,41 @@ export class AdamW extends Optimizer {
       g.params.forEach((_, i) => {
         tensors[`${gi}.${i}.exp_avg`] = this.#expAvg[gi]![i]!;
         tensors[`${gi}.${i}.exp_avg_sq`] = this.#expAvgSq[gi]![i]!;
+        const master = this.#master[gi]![i];
+        if (master !== undefined) tensors[`${gi}.${i}.master`] = master;
       }),
     );
-    const metadata = { ...this.baseMetadata("AdamW"), betas: JSON.stringify(this.betas), eps: String(this.eps) };
+    const metadata = {
+      ...this.baseMetadata("AdamW"),
+      betas: JSON.stringify(this.betas),
+      eps: String(this.eps),
+      steps: JSON.stringify(this.#steps.map((s) => Array.from(s))),
+    };
     return { tensors, metadata };
   }
 
   loadStateDict(state: { tensors: Map<string, Tensor> | Record<string, Tensor>; metadata: Record<string, string> }): void {
     this.loadBaseMetadata("AdamW", state.metadata);
-    this.groups.forEach((g, gi) =>
-      g.params.forEach((_, i) => {
+    const steps = state.metadata.steps === undefined ? undefined : (JSON.parse(state.metadata.steps) as number[][]);
+    this.groups.forEach((g, gi) => {
+      const counts = steps?.[gi];
+      if (steps !== undefined && counts?.length !== g.params.length) {
+        throw new TorchError(`optimizer state: metadata "steps" has ${counts?.length ?? 0} counts for group ${gi}, expected ${g.params.length}`);
+      }
+      g.params.forEach((p, i) => {
         this.#expAvg[gi]![i]!.copy_(lookup(state.tensors, `${gi}.${i}.exp_avg`));
         this.#expAvgSq[gi]![i]!.copy_(lookup(state.tensors, `${gi}.${i}.exp_avg_sq`));
-      }),
-    );
+        this.#steps[gi]![i] = counts?.[i] ?? this.stepCount;
+        const saved = find(state.tensors, `${gi}.${i}.master`);
+        this.#master[gi]![i]?.dispose();
+        // without a saved master, the next step copies one from the (loaded) parameter
+        this.#master[gi]![i] = saved !== undefined && this.#hasMaster(p) ? keep(zerosLike(p, { dtype: "f32" }).copy_(saved)) : undefined;
+      });
+    });
   }
 
   dispose(): void {
-    for (const list of [...this.#expAvg, ...this.#expAvgSq]) for (const t of list) t.dispose();
+    for (const list of [...this.#expAvg, ...this.#expAvgSq, ...this.#master]) for (const t of list) t?.dispose();
   }
 }
 

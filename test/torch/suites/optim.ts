@@ -52,6 +52,125 @@ export function optimSuite(device: string): void {
       }
     });
 
+    test("AdamW by hand: two f32 steps", () => {
+      // lr 0.1, wd 0.01, betas (0.9, 0.999). Step 1, g = [0.5, 0.1]: m̂ = g, v̂ = g², so the
+      // update is sign(g): p = [1, -2]·(1 − 0.001) − 0.1 = [0.899, −2.098].
+      // Step 2, g = [−0.5, 0.1]: m₀ = 0.9·0.05 − 0.05 = −0.005, v₀ = 0.999·0.00025 + 0.00025
+      // = 0.00049975; m̂ = −0.005/0.19, v̂ = 0.00049975/0.001999 = 0.25, √v̂ = 0.5;
+      // p₀ = 0.899·0.999 + 0.1·(0.005/0.19)/0.5 = 0.898101 + 0.00526315… = 0.90336415…
+      // m₁ = 0.9·0.01 + 0.01 = 0.019, m̂ = 0.1, v̂ = 0.01, update 1: p₁ = −2.098·0.999 − 0.1 = −2.195902
+      const p = torch.keep(T([1, -2], [2]).requiresGrad_());
+      const opt = new optim.AdamW([p], { lr: 0.1, weightDecay: 0.01 });
+      setGrad(p, [0.5, 0.1]);
+      opt.step();
+      expectClose(values(p), [0.899, -2.098], 1e-6, 0);
+      setGrad(p, [-0.5, 0.1]);
+      opt.step();
+      expectClose(values(p), [0.898101 + 0.1 * (0.005 / 0.19) / 0.5, -2.195902], 1e-6, 0);
+      expect(opt.paramSteps()).toEqual([2]);
+      opt.dispose();
+      p.dispose();
+    });
+
+    test("AdamW counts steps per parameter: one without a gradient keeps its count and value", () => {
+      const a = torch.keep(T([1, 2], [2]).requiresGrad_());
+      const b = torch.keep(T([-1], [1]).requiresGrad_());
+      const opt = new optim.AdamW([a, b], { lr: 0.1 });
+      setGrad(a, [0.5, -1]);
+      setGrad(b, [2]);
+      opt.step();
+      setGrad(a, [0.1, 0.3]);
+      b.grad = undefined;
+      opt.step();
+      const afterSkip = values(b);
+      expect(opt.paramSteps()).toEqual([2, 1]);
+      setGrad(a, [-1, 1]);
+      setGrad(b, [0.5]);
+      opt.step();
+      expect(opt.paramSteps()).toEqual([3, 2]);
+      expectClose(afterSkip, adamwReference([-1], [[2]], 0.1, 0.9, 0.999, 1e-8, 0.01));
+      // b's second update uses step 2's bias correction, not the optimizer's third step
+      expectClose(values(b), adamwReference([-1], [[2], [0.5]], 0.1, 0.9, 0.999, 1e-8, 0.01));
+      expectClose(values(a), adamwReference([1, 2], [[0.5, -1], [0.1, 0.3], [-1, 1]], 0.1, 0.9, 0.999, 1e-8, 0.01));
+      opt.dispose();
+      for (const t of [a, b]) t.dispose();
+    });
+
+    test("AdamW with bf16 parameters keeps f32 moments and master weights that track a float64 reference", () => {
+      // lr 1e-3 on values near 1: each update is below half a bf16 step (2⁻⁸), so a bf16
+      // parameter updated in place never moves; the f32 master accumulates them and the
+      // written parameter is the reference rounded to bf16.
+      const init = [1, -0.75, 0.625, 1.25];
+      // gradients of one sign per parameter, so the 20 updates add up to ~0.02, a few bf16 steps
+      const grads = Array.from({ length: 20 }, (_, s) => init.map((_, i) => (i % 2 === 0 ? 1 : -1) * (0.3 + 0.1 * Math.sin(1 + s * 4 + i))));
+      const run = (f32State: boolean) => {
+        const p = torch.keep(torch.tensor(init, [4], { dtype: "bf16", device }).requiresGrad_());
+        const opt = new optim.AdamW([p], { lr: 1e-3, weightDecay: 0.01, f32State });
+        const applied: number[][] = [];
+        for (const g of grads) {
+          setGrad(p, g);
+          applied.push(values(p.grad!)); // the bf16-rounded gradient the step sees
+          opt.step();
+        }
+        const state = opt.stateDict();
+        const dtypes = [state.tensors["0.0.exp_avg"]!.dtype, state.tensors["0.0.master"]?.dtype];
+        const out = { param: values(p), dtype: p.dtype, applied, dtypes };
+        opt.dispose();
+        p.dispose();
+        return out;
+      };
+      const mixed = run(true);
+      expect(mixed.dtype).toBe("bf16");
+      expect(mixed.dtypes).toEqual(["f32", "f32"]);
+      const reference = adamwReference(init, mixed.applied, 1e-3, 0.9, 0.999, 1e-8, 0.01);
+      reference.forEach((r, i) => {
+        // within bf16 rounding of the written value (half a bf16 step at r: 8 bits of
+        // mantissa) plus f32 noise
+        const halfStep = 2 ** (Math.floor(Math.log2(Math.abs(r))) - 8);
+        expect(Math.abs(mixed.param[i]! - r)).toBeLessThanOrEqual(halfStep + 1e-6);
+        expect(Math.abs(mixed.param[i]! - init[i]!)).toBeGreaterThan(0); // it moved
+      });
+      const plain = run(false);
+      expect(plain.dtypes).toEqual(["bf16", undefined]);
+      expect(plain.param).toEqual(init); // every bf16 update rounded away
+    });
+
+    test("AdamW mixed-precision state saves and resumes exactly; an old shared-step state still loads", () => {
+      const grads = [[0.5, -1], [0.2, 0.1], [-0.3, 0.4]];
+      const bf16 = (data: number[]) => torch.tensor(data, [2], { dtype: "bf16", device });
+      const p = torch.keep(bf16([1, 2]).requiresGrad_());
+      const opt = new optim.AdamW([p], { lr: 1e-3 });
+      setGrad(p, grads[0]!);
+      opt.step();
+      const state = opt.stateDict();
+      expect(JSON.parse(state.metadata.steps!)).toEqual([[1]]);
+      const q = torch.keep(p.detach().clone().requiresGrad_());
+      const resumed = new optim.AdamW([q], { lr: 1e-3 });
+      resumed.loadStateDict(state);
+      for (const g of grads.slice(1)) {
+        for (const [t, o] of [[p, opt], [q, resumed]] as const) {
+          setGrad(t, g);
+          o.step();
+        }
+      }
+      expect(values(q)).toEqual(values(p));
+      expect(values(resumed.stateDict().tensors["0.0.master"]!)).toEqual(values(opt.stateDict().tensors["0.0.master"]!));
+
+      // the layout before per-parameter counts: one "step", bf16 moments, no master
+      const old = new optim.AdamW([q], { lr: 1e-3, f32State: false });
+      setGrad(q, grads[0]!);
+      old.step();
+      const oldState = old.stateDict();
+      delete oldState.metadata.steps;
+      const upgraded = new optim.AdamW([q], { lr: 1e-3 });
+      upgraded.loadStateDict(oldState);
+      expect(upgraded.paramSteps()).toEqual([1]);
+      expect(values(upgraded.stateDict().tensors["0.0.exp_avg"]!)).toEqual(values(oldState.tensors["0.0.exp_avg"]!));
+      expect(upgraded.stateDict().tensors["0.0.master"]).toBeUndefined();
+      for (const o of [opt, resumed, old, upgraded]) o.dispose();
+      for (const t of [p, q]) t.dispose();
+    });
+
     test("parameter groups carry their own lr and weight decay; params without grad are skipped", () => {
       const a = torch.keep(T([1], [1]).requiresGrad_());
       const b = torch.keep(T([1], [1]).requiresGrad_());
