@@ -48,6 +48,24 @@ describe("tokenLogProbs backward into a model", () => {
     });
   }
 
+  test("bf16 logits: each chunk is upcast to f32, and the gradient comes back in bf16", () =>
+    torch.tidy(() => {
+      const { weight, hidden, tokens, coefs } = setup(3);
+      const w = weight.detach().to({ dtype: "bf16" }).requiresGrad_(true);
+      const h = hidden.to({ dtype: "bf16" });
+      const out = tokenLogProbs(h.matmul(w), tokens, { chunkTokens: 4 });
+      expect(out.logProbs.dtype).toBe("f32");
+      out.logProbs.mul(coefs).sum().backward();
+      expect(w.grad!.dtype).toBe("bf16");
+      const chunked = values(w.grad!);
+      w.grad = undefined;
+
+      // the same computation unchunked: upcast, log_softmax, gather
+      const logp = h.matmul(w).to({ dtype: "f32" }).logSoftmax(-1);
+      logp.gather(2, tokens.unsqueeze(2)).squeeze(2).mul(coefs).sum().backward();
+      expectClose(chunked, values(w.grad!), 1e-2, 1e-2);
+    }));
+
   test("several consumers of one model output: gradients add up", () =>
     torch.tidy(() => {
       const { weight, hidden, tokens, coefs } = setup(5);
