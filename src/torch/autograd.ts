@@ -248,7 +248,17 @@ function runBlockBackwards(opts: BackwardOptions): void {
         ARGS[i] = t._h;
         ARGS[roots.length + i] = grads[i]!._h;
       });
-      check(S.vt_backward_many(ARGS_PTR, argsAt(roots.length), roots.length, opts.retainGraph ? 1 : 0, opts.createGraph ? 1 : 0));
+      try {
+        check(S.vt_backward_many(ARGS_PTR, argsAt(roots.length), roots.length, opts.retainGraph ? 1 : 0, opts.createGraph ? 1 : 0));
+      } catch (err) {
+        if (err instanceof TorchError && !opts.retainGraph && /backward through the graph a second time/.test(err.message)) {
+          throw new TorchError(
+            `${err.message}\nA checkpoint or customGrad block's input was also reached by backward outside the block, ` +
+              "so the graph below it was walked before the block's gradient arrived; call backward with { retainGraph: true } for such a graph",
+          );
+        }
+        throw err;
+      }
     });
   }
   if (blocks.size > 0) dropReleasedBlocks();

@@ -148,6 +148,21 @@ export function autogradSuite(device: string): void {
       expect(torch.pendingCheckpoints()).toBe(0);
     });
 
+    test("a block input that backward also reaches directly asks for retainGraph, and works with it", () => {
+      const run = (useCheckpoint: boolean, retainGraph: boolean) =>
+        torch.tidy(() => {
+          const w = T([1, 2, 3, 4], [2, 2]).requiresGrad_();
+          const h = T([1, -1, 2, 0.5], [2, 2]).matmul(w); // saves its inputs for backward
+          const block = (x: torch.Tensor) => x.square();
+          const y = useCheckpoint ? torch.checkpoint(block, h) : block(h);
+          y.sum().add(h.sum()).backward(undefined, { retainGraph });
+          return values(w.grad!);
+        });
+      expect(() => run(true, false)).toThrow(/retainGraph: true/);
+      expectClose(run(true, true), run(false, false), 1e-6);
+      expect(torch.pendingCheckpoints()).toBe(0);
+    });
+
     test("customGrad: a hand-written backward reaches the graph below its inputs", () => {
       torch.tidy(() => {
         // x = a·b = [3, 2]; y = x³ with backward 3x²·g; Σy: dx = [27, 12],
