@@ -9,7 +9,6 @@
 import * as v from "valibot";
 import type { Env, StateRewardSpec } from "../../envs/_common/types.ts";
 import { validate } from "../config/index.ts";
-import { VagenError } from "../core/errors.ts";
 import {
   checkStateRewardSetup,
   enabledSections,
@@ -17,6 +16,7 @@ import {
   StateRewardConfig,
   StateRewardScorer,
   stateRewardHook,
+  tokenEndsByPrefixDecode,
   tokenEndsFromBytes,
   withStateRewardPrompt,
   type TokenEndsOf,
@@ -100,24 +100,19 @@ export class StateRewardScorers {
 
   private readonly tokenEndsOf: TokenEndsOf;
 
-  /** `tokenBytes`: the tokenizer's bytes per token id (byte-level BPE, as Qwen's), to place each score on its token. */
-  constructor(setups: SpecSetups, tokenBytes: ((id: number) => Uint8Array) | undefined) {
+  /**
+   * How replies' tokens map to characters, to place each score on its token: the
+   * tokenizer's bytes per id where it has them (byte-level BPE, as Qwen's), else decoding
+   * every prefix with `decode` (special tokens skipped, as replies are decoded).
+   */
+  constructor(setups: SpecSetups, tokenizer: { tokenBytes?: (id: number) => Uint8Array; decode: (ids: number[]) => string }) {
     for (const split of ["train", "val"] as const) {
       for (const [tag, setup] of setups[split]) {
         if (setup.stateReward) this.scorers.set(`${split}.${tag}`, StateRewardScorer.create(setup.stateReward.config, setup.stateReward.spec));
       }
     }
-    if (this.scorers.size > 0 && !tokenBytes) {
-      throw new VagenError(
-        "state_reward: the model's tokenizer does not expose token bytes, so section scores cannot be placed on reply tokens",
-        "world-model rewards need a byte-level BPE tokenizer (Qwen's)",
-      );
-    }
-    this.tokenEndsOf = tokenBytes ? (ids) => tokenEndsFromBytes(ids, tokenBytes) : () => [];
-  }
-
-  get size(): number {
-    return this.scorers.size;
+    const { tokenBytes, decode } = tokenizer;
+    this.tokenEndsOf = tokenBytes ? (ids) => tokenEndsFromBytes(ids, tokenBytes) : (ids) => tokenEndsByPrefixDecode(ids, decode);
   }
 
   /** A fresh hook for one step's batch of a spec (no scorer: nothing to add). */

@@ -304,7 +304,8 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
   const models = loadModels(config, useCritic, useReference);
   let stateRewards: StateRewardScorers;
   try {
-    stateRewards = new StateRewardScorers(setups, models.actor.family.tokenizer.tokenBytes());
+    const { family } = models.actor;
+    stateRewards = new StateRewardScorers(setups, { tokenBytes: family.tokenizer.tokenBytes(), decode: (ids) => family.decode(ids) });
     await checkResponseFormats(
       Object.entries(data.train).map(([tag, spec]) => {
         const setup = setups.train.get(tag)!;
