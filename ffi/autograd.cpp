@@ -173,7 +173,8 @@ struct CheckpointNode : public torch::autograd::Node {
     } else if (grads[0].defined()) {
       found->second.grad = found->second.grad.defined() ? found->second.grad + grads[0] : grads[0];
     }
-    // Undefined gradients stop the engine here; the TypeScript driver continues later.
+    // The edges are invalid, so these undefined gradients go nowhere; the TypeScript
+    // driver carries the real ones into the inputs' graph later.
     return torch::autograd::variable_list(num_outputs());
   }
 };
