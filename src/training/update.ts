@@ -189,50 +189,69 @@ export interface ActorUpdateOptions extends BatchingOptions {
   gradClip: number;
 }
 
-/** One actor update over a step's rows; returns actor/* metrics. */
-export function updateActor(model: TrainingModel, optim: ParameterOptimizer, rows: readonly TrainingRow[], cols: RowColumns, opts: ActorUpdateOptions, rng: Rng): Record<string, number> {
+/**
+ * The PPO update schedule both updates share: `epochs` passes over the rows, each split
+ * into mini-batches (one optimizer step each, then `afterMini`'s metrics), each split into
+ * micro-batches whose losses are scaled by their share of the mini-batch and accumulated.
+ * Returns the metrics averaged over every micro- and mini-batch; the scheduler steps once.
+ */
+function runUpdate(
+  optim: ParameterOptimizer,
+  rows: readonly TrainingRow[],
+  opts: BatchingOptions & { gradClip: number },
+  rng: Rng,
+  prefix: "actor" | "critic",
+  microStep: (micro: number[], microRows: TrainingRow[], share: number) => Record<string, number>,
+): Record<string, number> {
   const metrics = new MetricMeans();
-  const device = model.device;
   for (let epoch = 0; epoch < opts.epochs; epoch++) {
     for (const mini of miniBatchPlan(rows.length, opts.miniBatches, opts.shuffle, rng)) {
       for (const micro of microBatchPlan(mini, rows, opts)) {
-        const microRows = micro.map((i) => rows[i]!);
-        const values = torch.tidy(() => {
-          const out = policyForward(model, microRows, { temperature: opts.temperature, chunkTokens: opts.chunkTokens, withEntropy: true });
-          const R = out.logProbs.shape[1]!;
-          const col = (c: readonly ArrayLike<number>[]) => rowsTensor(micro.map((i) => c[i]!), R, { device });
-          const mask = rowsTensor(microRows.map((r) => r.responseMask), R, { device });
-          const pg = policyLoss(
-            opts.lossMode,
-            {
-              logProb: out.logProbs,
-              oldLogProb: col(cols.oldLogprobs),
-              advantages: col(cols.advantages),
-              responseMask: mask,
-              turnIds: cols.turnIds ? rowsTensor(micro.map((i) => cols.turnIds![i]!), R, { dtype: "i64", fill: -1, device }) : undefined,
-            },
-            { clipRatio: opts.clipRatio, clipRatioLow: opts.clipRatioLow, clipRatioHigh: opts.clipRatioHigh, clipRatioC: opts.clipRatioC, lossAggMode: opts.lossAggMode },
-          );
-          let loss = pg.loss;
-          const entropy = aggregateLoss(out.entropy!, mask, opts.lossAggMode);
-          if (opts.entropyCoeff !== 0) loss = loss.sub(entropy.mul(opts.entropyCoeff));
-          const extra: Record<string, Tensor> = { "actor/entropy": entropy.detach() };
-          if (opts.klLoss) {
-            if (!cols.refLogprobs) throw new Error("actor.use_kl_loss is on but the batch has no reference log-probs");
-            const kl = klLoss(klPenalty(out.logProbs, col(cols.refLogprobs), opts.klLoss.type), mask, { coef: opts.klLoss.coef, lossAggMode: opts.lossAggMode });
-            loss = loss.add(kl.loss.mul(opts.klLoss.coef));
-            Object.assign(extra, kl.metrics);
-          }
-          loss.mul(micro.length / mini.length).backward();
-          return { ...pg.metrics, ...extra };
-        });
-        metrics.add(readMetrics(values));
+        metrics.add(microStep(micro, micro.map((i) => rows[i]!), micro.length / mini.length));
       }
-      metrics.add({ "actor/grad_norm": optim.step(opts.gradClip), "actor/lr": optim.optimizer.lr });
+      metrics.add({ [`${prefix}/grad_norm`]: optim.step(opts.gradClip), [`${prefix}/lr`]: optim.optimizer.lr });
     }
   }
   optim.scheduler.step();
   return metrics.means();
+}
+
+/** One actor update over a step's rows; returns actor/* metrics. */
+export function updateActor(model: TrainingModel, optim: ParameterOptimizer, rows: readonly TrainingRow[], cols: RowColumns, opts: ActorUpdateOptions, rng: Rng): Record<string, number> {
+  const device = model.device;
+  return runUpdate(optim, rows, opts, rng, "actor", (micro, microRows, share) =>
+    readMetrics(
+      torch.tidy(() => {
+        const out = policyForward(model, microRows, { temperature: opts.temperature, chunkTokens: opts.chunkTokens, withEntropy: true });
+        const R = out.logProbs.shape[1]!;
+        const col = (c: readonly ArrayLike<number>[]) => rowsTensor(micro.map((i) => c[i]!), R, { device });
+        const mask = rowsTensor(microRows.map((r) => r.responseMask), R, { device });
+        const pg = policyLoss(
+          opts.lossMode,
+          {
+            logProb: out.logProbs,
+            oldLogProb: col(cols.oldLogprobs),
+            advantages: col(cols.advantages),
+            responseMask: mask,
+            turnIds: cols.turnIds ? rowsTensor(micro.map((i) => cols.turnIds![i]!), R, { dtype: "i64", fill: -1, device }) : undefined,
+          },
+          { clipRatio: opts.clipRatio, clipRatioLow: opts.clipRatioLow, clipRatioHigh: opts.clipRatioHigh, clipRatioC: opts.clipRatioC, lossAggMode: opts.lossAggMode },
+        );
+        let loss = pg.loss;
+        const entropy = aggregateLoss(out.entropy!, mask, opts.lossAggMode);
+        if (opts.entropyCoeff !== 0) loss = loss.sub(entropy.mul(opts.entropyCoeff));
+        const extra: Record<string, Tensor> = { "actor/entropy": entropy.detach() };
+        if (opts.klLoss) {
+          if (!cols.refLogprobs) throw new Error("actor.use_kl_loss is on but the batch has no reference log-probs");
+          const kl = klLoss(klPenalty(out.logProbs, col(cols.refLogprobs), opts.klLoss.type), mask, { coef: opts.klLoss.coef, lossAggMode: opts.lossAggMode });
+          loss = loss.add(kl.loss.mul(opts.klLoss.coef));
+          Object.assign(extra, kl.metrics);
+        }
+        loss.mul(share).backward();
+        return { ...pg.metrics, ...extra };
+      }),
+    ),
+  );
 }
 
 export interface CriticUpdateOptions extends BatchingOptions {
@@ -244,28 +263,20 @@ export interface CriticUpdateOptions extends BatchingOptions {
 /** One critic update over a step's rows; returns critic/* metrics. */
 export function updateCritic(model: TrainingModel, head: ValueHead, optim: ParameterOptimizer, rows: readonly TrainingRow[], cols: RowColumns, opts: CriticUpdateOptions, rng: Rng): Record<string, number> {
   if (!cols.values || !cols.returns) throw new Error("updateCritic: the batch has no values or returns");
-  const metrics = new MetricMeans();
   const device = model.device;
-  for (let epoch = 0; epoch < opts.epochs; epoch++) {
-    for (const mini of miniBatchPlan(rows.length, opts.miniBatches, opts.shuffle, rng)) {
-      for (const micro of microBatchPlan(mini, rows, opts)) {
-        const microRows = micro.map((i) => rows[i]!);
-        const values = torch.tidy(() => {
-          const vpreds = valueForward(model, head, microRows);
-          const R = vpreds.shape[1]!;
-          const col = (c: readonly ArrayLike<number>[]) => rowsTensor(micro.map((i) => c[i]!), R, { device });
-          const mask = cols.valueMask ? col(cols.valueMask) : rowsTensor(microRows.map((r) => r.responseMask), R, { device });
-          const out = valueLoss({ vpreds, values: col(cols.values!), returns: col(cols.returns!), valueMask: mask }, { cliprangeValue: opts.cliprangeValue, lossAggMode: opts.lossAggMode });
-          out.loss.mul(micro.length / mini.length).backward();
-          return out.metrics;
-        });
-        metrics.add(readMetrics(values));
-      }
-      metrics.add({ "critic/grad_norm": optim.step(opts.gradClip), "critic/lr": optim.optimizer.lr });
-    }
-  }
-  optim.scheduler.step();
-  return metrics.means();
+  return runUpdate(optim, rows, opts, rng, "critic", (micro, microRows, share) =>
+    readMetrics(
+      torch.tidy(() => {
+        const vpreds = valueForward(model, head, microRows);
+        const R = vpreds.shape[1]!;
+        const col = (c: readonly ArrayLike<number>[]) => rowsTensor(micro.map((i) => c[i]!), R, { device });
+        const mask = cols.valueMask ? col(cols.valueMask) : rowsTensor(microRows.map((r) => r.responseMask), R, { device });
+        const out = valueLoss({ vpreds, values: col(cols.values!), returns: col(cols.returns!), valueMask: mask }, { cliprangeValue: opts.cliprangeValue, lossAggMode: opts.lossAggMode });
+        out.loss.mul(share).backward();
+        return out.metrics;
+      }),
+    ),
+  );
 }
 
 /** Masked mean of a [B, R] tensor as a number (for metrics). */
