@@ -5,37 +5,13 @@
  * and recompute each sampled token's log-prob. Where the two agree, a PPO ratio starts
  * at 1. Shared by the CPU test (test/engine) and the CUDA test (test/gpu).
  */
-import { join } from "node:path";
 import type { ChatMessage } from "../../src/core/chat.ts";
 import type { LoadedEngine } from "../../src/engine/load.ts";
 import type { GenerationResult, Prompt } from "../../src/engine/types.ts";
-import { readPng } from "../../src/models/image-io.ts";
 import * as torch from "../../src/torch/index.ts";
-import { refsJson } from "../models/fixture.ts";
+import { fixtureMessages } from "../models/fixture.ts";
 
-interface RefCase {
-  messages: { role: ChatMessage["role"]; content: string | { type: string; text?: string }[] }[];
-  image_keys?: string[];
-}
-
-/** A reference case's messages in the client seam's form (images as pixels). */
-export function fixtureMessages(dir: string, name: string): ChatMessage[] {
-  const refs = refsJson(dir) as unknown as { cases: Record<string, RefCase>; images: Record<string, { file: string }> };
-  const c = refs.cases[name];
-  if (!c) throw new Error(`${dir}: no reference case "${name}"`);
-  const keys = [...(c.image_keys ?? [])];
-  return c.messages.map((m) => ({
-    role: m.role,
-    content:
-      typeof m.content === "string"
-        ? [{ type: "text" as const, text: m.content }]
-        : m.content.map((p) =>
-            p.type === "image"
-              ? { type: "image" as const, image: readPng(join(dir, refs.images[keys.shift()!]!.file)) }
-              : { type: "text" as const, text: p.text! },
-          ),
-  }));
-}
+export { fixtureMessages };
 
 export const textMessages = (text: string): ChatMessage[] => [{ role: "user", content: [{ type: "text", text }] }];
 

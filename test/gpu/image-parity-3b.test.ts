@@ -18,11 +18,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as torch from "../../src/torch/index.ts";
 import { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
-import { readPng } from "../../src/models/image-io.ts";
 import { loadEngine } from "../../src/engine/load.ts";
-import type { ChatMessage } from "../../src/core/chat.ts";
 import { bisectCase, type CaseReport } from "../models/parity-bisect.ts";
-import { refsJson } from "../models/fixture.ts";
+import { fixtureMessages, refsJson } from "../models/fixture.ts";
 
 function cudaAvailable(): boolean {
   try {
@@ -50,8 +48,6 @@ const dir = cudaAvailable() ? referenceDir() : undefined;
 const suite = dir ? describe : describe.skip;
 
 interface ParityCase {
-  messages: { role: ChatMessage["role"]; content: string | { type: string; text?: string }[] }[];
-  image_keys: string[];
   greedy: number[];
   greedy_bf16: number[];
 }
@@ -63,7 +59,7 @@ function stage(report: CaseReport, name: string): number {
 }
 
 suite("Qwen2.5-VL-3B configuration against transformers on CUDA", () => {
-  const meta = dir ? (refsJson(dir) as unknown as { cases: Record<string, ParityCase>; images: Record<string, { file: string }> }) : { cases: {}, images: {} };
+  const meta = dir ? (refsJson(dir) as unknown as { cases: Record<string, ParityCase> }) : { cases: {} };
   const cases = Object.keys(meta.cases);
 
   describe("f32", () => {
@@ -111,21 +107,8 @@ suite("Qwen2.5-VL-3B configuration against transformers on CUDA", () => {
       try {
         const results = await Promise.all(
           cases.map((name) => {
-            const c = meta.cases[name]!;
-            const keys = [...c.image_keys];
-            const messages: ChatMessage[] = c.messages.map((m) => ({
-              role: m.role,
-              content:
-                typeof m.content === "string"
-                  ? [{ type: "text" as const, text: m.content }]
-                  : m.content.map((p) =>
-                      p.type === "image"
-                        ? { type: "image" as const, image: readPng(join(dir!, meta.images[keys.shift()!]!.file)) }
-                        : { type: "text" as const, text: p.text! },
-                    ),
-            }));
             return loaded.engine.generate({
-              prompt: loaded.builder.buildPrompt(messages),
+              prompt: loaded.builder.buildPrompt(fixtureMessages(dir!, name)),
               sampling: { temperature: 0, maxNewTokens: 12, ignoreStopTokens: true },
             });
           }),

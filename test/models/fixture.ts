@@ -6,6 +6,8 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import type { ChatMessage } from "../../src/core/chat.ts";
+import { readPng } from "../../src/models/image-io.ts";
 
 export const FIXTURE_DIR = join(import.meta.dir, "..", "fixtures", "qwen2_5_vl_tiny");
 
@@ -83,4 +85,28 @@ export function maxRelativeError(actual: ArrayLike<number>, expected: ArrayLike<
     maxRef = Math.max(maxRef, Math.abs(expected[i]!));
   }
   return maxDiff / (maxRef || 1);
+}
+
+interface MessageCase {
+  messages: { role: ChatMessage["role"]; content: string | { type: string; text?: string }[] }[];
+  image_keys?: string[];
+}
+
+/** A reference case's messages in the client seam's form (images as pixels). */
+export function fixtureMessages(dir: string, name: string): ChatMessage[] {
+  const refs = refsJson(dir) as unknown as { cases: Record<string, MessageCase>; images: Record<string, { file: string }> };
+  const c = refs.cases[name];
+  if (!c) throw new Error(`${dir}: no reference case "${name}"`);
+  const keys = [...(c.image_keys ?? [])];
+  return c.messages.map((m) => ({
+    role: m.role,
+    content:
+      typeof m.content === "string"
+        ? [{ type: "text" as const, text: m.content }]
+        : m.content.map((p) =>
+            p.type === "image"
+              ? { type: "image" as const, image: readPng(join(dir, refs.images[keys.shift()!]!.file)) }
+              : { type: "text" as const, text: p.text! },
+          ),
+  }));
 }

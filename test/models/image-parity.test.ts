@@ -10,11 +10,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
-import { readPng } from "../../src/models/image-io.ts";
 import { loadEngine, type LoadedEngine } from "../../src/engine/load.ts";
 import type { ChatMessage } from "../../src/core/chat.ts";
 import { bisectCase } from "./parity-bisect.ts";
-import { refsJson } from "./fixture.ts";
+import { fixtureMessages, refsJson } from "./fixture.ts";
 
 const DIR = join(import.meta.dir, "..", "fixtures", "qwen2_5_vl_parity");
 
@@ -26,22 +25,6 @@ interface ParityCase {
 }
 const meta = refsJson(DIR) as unknown as { cases: Record<string, ParityCase>; images: Record<string, { file: string }> };
 const CASES = Object.keys(meta.cases);
-
-/** A case's messages in the client seam's form, images as pixels. */
-function clientMessages(c: ParityCase): ChatMessage[] {
-  const keys = [...c.image_keys];
-  return c.messages.map((m) => ({
-    role: m.role,
-    content:
-      typeof m.content === "string"
-        ? [{ type: "text" as const, text: m.content }]
-        : m.content.map((p) =>
-            p.type === "image"
-              ? { type: "image" as const, image: readPng(join(DIR, meta.images[keys.shift()!]!.file)) }
-              : { type: "text" as const, text: p.text! },
-          ),
-  }));
-}
 
 test("the fixture covers the layouts users hit", () => {
   const grids = new Set(CASES.flatMap((n) => meta.cases[n]!.image_grid_thw.map((g) => `${g[1]}x${g[2]}`)));
@@ -84,7 +67,7 @@ describe("the engine on the same prompts (what generate, serve and eval run)", (
     const results = await Promise.all(
       CASES.map((name) =>
         loaded.engine.generate({
-          prompt: loaded.builder.buildPrompt(clientMessages(meta.cases[name]!)),
+          prompt: loaded.builder.buildPrompt(fixtureMessages(DIR, name)),
           sampling: { temperature: 0, maxNewTokens: 12, ignoreStopTokens: true },
         }),
       ),
@@ -94,7 +77,7 @@ describe("the engine on the same prompts (what generate, serve and eval run)", (
 
   test("a multi-turn chat with an image per turn, continued in one session, gives the same tokens", async () => {
     const c = meta.cases.multi_turn!;
-    const full = clientMessages(c);
+    const full = fixtureMessages(DIR, "multi_turn");
     const { engine, builder } = loaded;
     // Turns 1 and 2 first, in one session: the last request then reuses a cached prefix
     // that holds two images (everything up to where turn 1's sampled reply differs from

@@ -18,7 +18,7 @@ import { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
 import { readPng } from "../../src/models/image-io.ts";
 import type { TemplateMessage as ChatMessage } from "../../src/models/chat-template.ts";
 import { loadEngine } from "../../src/engine/load.ts";
-import { maxRelativeError, ref, refsJson, refTensors } from "./fixture.ts";
+import { fixtureMessages, maxRelativeError, ref, refsJson, refTensors } from "./fixture.ts";
 
 export interface StageError {
   stage: string;
@@ -170,16 +170,8 @@ if (import.meta.main) {
   for (const name of Object.keys(meta.cases)) {
     if (only && name !== only) continue;
     if (engine) {
-      const c = (refsJson(dir) as unknown as { cases: Record<string, { messages: ChatMessage[]; image_keys: string[]; greedy: number[]; greedy_bf16?: number[] }>; images: Record<string, { file: string }> }).cases[name]!;
-      const files = (refsJson(dir) as unknown as { images: Record<string, { file: string }> }).images;
-      const keys = [...c.image_keys];
-      const messages = c.messages.map((m) => ({
-        role: m.role,
-        content: typeof m.content === "string"
-          ? [{ type: "text" as const, text: m.content }]
-          : m.content.map((p) => (p.type === "image" ? { type: "image" as const, image: readPng(join(dir, files[keys.shift()!]!.file)) } : { type: "text" as const, text: (p as { text: string }).text })),
-      }));
-      const out = await engine.engine.generate({ prompt: engine.builder.buildPrompt(messages as never), sampling: { temperature: 0, maxNewTokens: 12, ignoreStopTokens: true } });
+      const c = meta.cases[name]!;
+      const out = await engine.engine.generate({ prompt: engine.builder.buildPrompt(fixtureMessages(dir, name)), sampling: { temperature: 0, maxNewTokens: 12, ignoreStopTokens: true } });
       const expected = dtype === "bf16" ? (c.greedy_bf16 ?? c.greedy) : c.greedy;
       const same = out.tokenIds.filter((t: number, i: number) => t === expected[i]).length;
       console.log(`== ${name} (${device} ${dtype}, engine): greedy ${same}/${expected.length} equal${same < expected.length ? ` vagen ${JSON.stringify(out.tokenIds)} ref ${JSON.stringify(expected)}` : ""}`);
