@@ -10,7 +10,7 @@ export { Tensor, type ValuesIndices, type ToOptions, type BackwardOptions, type 
 export { TorchError, TorchUnavailableError } from "./errors.ts";
 export { loadTorch, torchInfo, type TorchInfo } from "./native.ts";
 export { DTYPES, DTYPE_SIZE, isFloating, type DType, type Device, type HostArray } from "./dtype.ts";
-export { tidy, keep, liveTensors, tensorsFreedByGc, setGcBackstop } from "./scope.ts";
+export { tidy, keep, liveTensors, tensorsFreedByGc, tensorLedger, setGcBackstop } from "./scope.ts";
 export { dims1, dims2, dims3, dims4 } from "./shape.ts";
 export {
   tensor,

@@ -130,6 +130,19 @@ export function tensorsFreedByGc(): number {
 }
 
 /**
+ * Counts tensors from now on: `leaked()` is the handles still alive beyond those alive at
+ * the start, plus any this program's GC backstop freed meanwhile (each a missed dispose).
+ * Across an `await`, the backstop may free tensors that code run earlier leaked, which
+ * lowers `liveTensors()` by as many as it raises `tensorsFreedByGc()`: the two cancel, so
+ * a leak check that awaits stays exact. A leak freed by the backstop still counts.
+ */
+export function tensorLedger(): { leaked(): number } {
+  const live = liveTensors();
+  const gc = freedByGc;
+  return { leaked: () => liveTensors() - live + (freedByGc - gc) };
+}
+
+/**
  * Turns the GC backstop on or off for tensors created from now on. Off saves a little
  * per-op time in tight loops whose tensors are all scoped.
  */

@@ -47,6 +47,9 @@ export function startLiveDashboard(options: LiveDashboardOptions): LiveDashboard
       exitOnCtrlC: false,
       patchConsole: true,
       alternateScreen: true,
+      // The callers start the dashboard only on a terminal, so draw it as one even where
+      // CI=true is set (Ink would otherwise print just the final frame and ignore keys).
+      interactive: stdout.isTTY === true ? true : undefined,
       maxFps: options.maxFps ?? 10,
       incrementalRendering: true,
       onRender: () => overlay?.afterFrame(),

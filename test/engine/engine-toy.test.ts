@@ -187,17 +187,17 @@ describe("sampling on the toy model", () => {
 
 describe("memory", () => {
   test("tensors are released after sessions end and the engine closes", async () => {
-    const baseline = torch.liveTensors();
+    const ledger = torch.tensorLedger();
     const e = makeEngine();
     await Promise.all([
       e.generate({ prompt: text(1, 2, 3), sampling: greedy(4), sessionId: "x" }),
       e.generate({ prompt: text(3, 2, 1), sampling: { temperature: 1, maxNewTokens: 6, seed: 2, topP: 0.9, topK: 5 } }),
     ]);
-    const during = torch.liveTensors();
+    const during = ledger.leaked();
     e.releaseSession("x");
     expect(e.stats().freeSlots).toBe(6);
-    expect(torch.liveTensors()).toBe(during); // only the preallocated cache and generator remain
+    expect(ledger.leaked()).toBe(during); // only the preallocated cache and generator remain
     await e.close();
-    expect(torch.liveTensors()).toBe(baseline);
+    expect(ledger.leaked()).toBe(0);
   });
 });

@@ -25,15 +25,15 @@ for (const [fixture, dir, cases] of [
 ] as const) {
   describe(`engine sampling log-probs = training forward log-probs (${fixture} fixture, CPU, f32)`, () => {
     let loaded: LoadedEngine;
-    let baseline = 0;
+    let ledger: { leaked(): number };
     beforeAll(() => {
       torch.loadTorch();
-      baseline = torch.liveTensors();
+      ledger = torch.tensorLedger();
       loaded = loadEngine(dir, { device: "cpu", dtype: "f32", max_seq_len: 512, kv_cache_gib: 0.05, max_slots: 8 });
     });
     afterAll(async () => {
       await loaded.close();
-      expect(torch.liveTensors()).toBe(baseline);
+      expect(ledger.leaked()).toBe(0);
     });
 
     test("text and image prompts, batched, at temperature 1", async () => {

@@ -10,9 +10,9 @@ import * as torch from "../../src/torch/index.ts";
 import { FIXTURE_DIR, refsJson } from "../models/fixture.ts";
 
 test("createEngine shares the caller's weights and leaves them with the caller", async () => {
-  const before = torch.liveTensors();
+  const ledger = torch.tensorLedger();
   const chat = Qwen25VLChatModel.load(FIXTURE_DIR, { device: "cpu", dtype: "f32" });
-  const withModel = torch.liveTensors();
+  const withModel = ledger.leaked();
   const ids = refsJson().cases.text!.input_ids!;
   const prompt = { tokenIds: [...ids], images: [] };
   const greedy = async () => {
@@ -27,7 +27,7 @@ test("createEngine shares the caller's weights and leaves them with the caller",
   const first = await greedy();
   expect(first).toEqual(refsJson().cases.text!.greedy!.slice(0, 4));
   // The engine is gone, the model is not.
-  expect(torch.liveTensors()).toBe(withModel);
+  expect(ledger.leaked()).toBe(withModel);
 
   // Zero the LM head in place (the fixture ties it to the embeddings): every logit
   // becomes 0, so greedy picks token 0 -- visible to a new engine over the same model.
@@ -37,5 +37,5 @@ test("createEngine shares the caller's weights and leaves them with the caller",
   expect(await greedy()).toEqual([0, 0, 0, 0]);
 
   chat.dispose();
-  expect(torch.liveTensors()).toBe(before);
+  expect(ledger.leaked()).toBe(0);
 });

@@ -14,17 +14,17 @@ import { BATCH_CASES, SINGLE_CASES, bf16RoundingScale, caseError, greedyFromIds,
 
 const refs = refsJson();
 let model: Qwen25VLModel;
-let baseline = 0;
+let ledger: { leaked(): number };
 
 beforeAll(() => {
   torch.loadTorch();
-  baseline = torch.liveTensors();
+  ledger = torch.tensorLedger();
   model = Qwen25VLModel.load(FIXTURE_DIR, { device: "cpu", dtype: "f32" });
 });
 
 afterAll(() => {
   model.dispose();
-  expect(torch.liveTensors()).toBe(baseline);
+  expect(ledger.leaked()).toBe(0);
 });
 
 describe("Qwen2.5-VL tiny, f32 on the CPU, against transformers", () => {

@@ -119,5 +119,33 @@ export function memorySuite(device: string): void {
         }, 20);
       });
     });
+
+    test("a tensor ledger ignores what the backstop frees of earlier leaks, and counts its own", async () => {
+      const collect = async () => {
+        Bun.gc(true);
+        await new Promise((r) => setTimeout(r, 20));
+        Bun.gc(true);
+        await new Promise((r) => setTimeout(r, 20));
+      };
+      // Leaked before the ledger opens: freed by the backstop while the ledger is open.
+      (() => {
+        for (let i = 0; i < 20; i++) torch.ones([4], { device });
+      })();
+      const ledger = torch.tensorLedger();
+      const kept = torch.ones([4], { device });
+      expect(ledger.leaked()).toBe(1);
+      await collect();
+      expect(ledger.leaked()).toBe(1); // the earlier leaks cancel out
+      kept.dispose();
+      expect(ledger.leaked()).toBe(0);
+      // Leaked inside the ledger and then freed by the backstop: still a leak.
+      const freed = torch.tensorsFreedByGc();
+      (() => {
+        for (let i = 0; i < 20; i++) torch.ones([4], { device });
+      })();
+      await collect();
+      expect(ledger.leaked()).toBe(20);
+      expect(torch.tensorsFreedByGc()).toBeGreaterThan(freed);
+    });
   });
 }
