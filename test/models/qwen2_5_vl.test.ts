@@ -39,6 +39,23 @@ describe("Qwen2.5-VL tiny, f32 on the CPU, against transformers", () => {
     });
   }
 
+  test("images encoded together equal each encoded alone, same sizes (segments batched) and mixed (masked)", () => {
+    torch.noGrad(() =>
+      torch.tidy(() => {
+        const patchDim = 3 * 2 * 14 * 14;
+        // 8x8 patches: one window each; 12x16: windows of unequal sizes (4x4 and 2x4 merged blocks).
+        for (const grid of [[[1, 8, 8], [1, 8, 8], [1, 8, 8]], [[1, 8, 8], [1, 12, 16], [1, 4, 4]], [[1, 12, 16], [1, 12, 16]]]) {
+          torch.manualSeed(grid.length);
+          const pixels = grid.map(([t, h, w]) => torch.randn([t! * h! * w!, patchDim]));
+          const together = model.encodeImages(torch.cat(pixels, 0), grid);
+          const alone = torch.cat(pixels.map((p, i) => model.encodeImages(p, [grid[i]!])), 0);
+          expect(together.shape).toEqual(alone.shape);
+          expect(together.sub(alone).abs().max().item()).toBeLessThan(1e-5 * Math.max(1, alone.abs().max().item()));
+        }
+      }),
+    );
+  });
+
   for (const name of [...SINGLE_CASES, ...BATCH_CASES]) {
     test(`logits match for ${name}${name.startsWith("batch") ? " at every real token" : ""}`, () => {
       expect(caseError(model, name)).toBeLessThan(1e-4);

@@ -105,15 +105,15 @@ export class Qwen25VisionTower {
     });
 
     const [cos, sin] = torch.tidy(() => this.rotaryCosSin(layout.rotaryPositions, layout.maxGridSide, windowIndex, n, device));
-    const windowMask = torch.tidy(() => blockDiagonalMask(layout.windowSeqlens, n, device));
+    const windows = torch.tidy(() => attentionSegments(layout.windowSeqlens, n, device));
     // Full attention is per image; the window order keeps each image's patches contiguous
     // and in image order, so the per-image boundaries still apply.
-    const fullMask = torch.tidy(() => blockDiagonalMask(layout.fullSeqlens, n, device));
+    const images = torch.tidy(() => attentionSegments(layout.fullSeqlens, n, device));
 
     this.blocks.forEach((block, i) => {
-      const mask = c.fullAttentionBlocks.includes(i) ? fullMask : windowMask;
+      const segments = c.fullAttentionBlocks.includes(i) ? images : windows;
       using blockIn = x;
-      x = torch.tidy(() => this.block(block, blockIn, cos, sin, mask));
+      x = torch.tidy(() => this.block(block, blockIn, cos, sin, segments));
       trace?.(`vision.block${i}`, x);
     });
 
@@ -123,7 +123,9 @@ export class Qwen25VisionTower {
       trace?.("vision.merger", merged);
       return merged.indexSelect(0, reverse);
     });
-    for (const t of [x, reverse, windowIndex, cos, sin, windowMask, fullMask]) t.dispose();
+    for (const t of [x, reverse, windowIndex, cos, sin]) t.dispose();
+    windows.mask?.dispose();
+    images.mask?.dispose();
     return out;
   }
 
@@ -146,13 +148,13 @@ export class Qwen25VisionTower {
   }
 
   /** x + attention(norm1(x)), then + down(silu(gate(norm2)) * up(norm2)). */
-  private block(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor): Tensor {
-    const h = x.add(this.attention(b, rmsNorm(x, b.norm1, VISION_NORM_EPS), cos, sin, mask));
+  private block(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, segments: AttentionSegments): Tensor {
+    const h = x.add(this.attention(b, rmsNorm(x, b.norm1, VISION_NORM_EPS), cos, sin, segments));
     const m = rmsNorm(h, b.norm2, VISION_NORM_EPS);
     return h.add(linear(F.siluMul(linear(m, b.gate), linear(m, b.up)), b.down));
   }
 
-  private attention(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor): Tensor {
+  private attention(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, segments: AttentionSegments): Tensor {
     const c = this.config;
     const [n] = dims2(x, "vision block input");
     const qkv = linear(x, b.qkv)
@@ -166,10 +168,18 @@ export class Qwen25VisionTower {
       const sn = sin.unsqueeze(1);
       return f.mul(cs).add(rotateHalf(f).mul(sn)).to(dtype);
     };
+    const scale = c.headDim ** -0.5;
+    if (segments.mask === undefined) {
+      // Segments of one length: a batch of segments, each attending within itself.
+      const L = segments.length;
+      const split = (t: Tensor) => t.reshape([n / L, L, c.numHeads, c.headDim]).transpose(1, 2); // (S, heads, L, hd)
+      const out = F.scaledDotProductAttention(split(rot(qkv.select(0, 0))), split(rot(qkv.select(0, 1))), split(qkv.select(0, 2)), { scale });
+      return linear(out.transpose(1, 2).reshape([n, c.hiddenSize]), b.proj);
+    }
     const q = rot(qkv.select(0, 0)).transpose(0, 1).unsqueeze(0); // (1, heads, n, hd)
     const k = rot(qkv.select(0, 1)).transpose(0, 1).unsqueeze(0);
     const v = qkv.select(0, 2).transpose(0, 1).unsqueeze(0);
-    const out = F.scaledDotProductAttention(q, k, v, { attnMask: mask, scale: c.headDim ** -0.5 });
+    const out = F.scaledDotProductAttention(q, k, v, { attnMask: segments.mask, scale });
     const merged = out.squeeze(0).transpose(0, 1).reshape([n, c.hiddenSize]);
     return linear(merged, b.proj);
   }
@@ -180,6 +190,26 @@ export class Qwen25VisionTower {
     const h = rmsNorm(x, this.merger.norm, VISION_NORM_EPS).reshape([-1, width]);
     return linear(F.gelu(linear(h, this.merger.fc1)), this.merger.fc2);
   }
+}
+
+/**
+ * How attention is confined to the segments [bounds[i], bounds[i+1]) of the n rows: when
+ * every segment has one length (a batch of same-sized images, or windows that tile them
+ * evenly) the rows are regrouped as a batch of segments and no mask is needed, which
+ * keeps the cost linear in the number of images instead of quadratic in their patches.
+ * Otherwise a block-diagonal mask over all rows.
+ */
+interface AttentionSegments {
+  /** The common segment length (when `mask` is undefined). */
+  length: number;
+  mask?: Tensor;
+}
+
+function attentionSegments(bounds: readonly number[], n: number, device: string): AttentionSegments {
+  const lengths = bounds.slice(1).map((b, i) => b - bounds[i]!);
+  const length = lengths[0] ?? n;
+  if (lengths.every((l) => l === length) && length > 0) return { length };
+  return { length: 0, mask: blockDiagonalMask(bounds, n, device) };
 }
 
 /** (1, 1, n, n) boolean mask, true inside each [bounds[i], bounds[i+1]) segment. */
