@@ -29,18 +29,23 @@ export interface DemoRecipe {
   maxAnswerTokens: number;
 }
 
-/** The CPU recipe: a ~1.2M-parameter policy; the imperfect warm start leaves RL room to lift. */
+/**
+ * The CPU recipe: a ~0.46M-parameter policy (a 64-wide, 3-layer decoder; the step time of
+ * a 2-core CPU buys more from steps than from width), initialised at 0.1 rather than
+ * Qwen's 0.02, which at this width leaves attention near uniform for hundreds of steps.
+ * The warm start is six epochs on demonstrations with a quarter of the moves random.
+ */
 export const CPU_RECIPE: DemoRecipe = {
-  spec: DEMO_MODEL_SPEC,
-  sftEpisodes: 96,
-  sftRandomActionProb: 0.35,
-  sftEpochs: 2,
+  spec: { ...DEMO_MODEL_SPEC, textHidden: 64, textLayers: 3, textHeads: 2, textKvHeads: 1, textIntermediate: 192, initializerRange: 0.1 },
+  sftEpisodes: 512,
+  sftRandomActionProb: 0.25,
+  sftEpochs: 6,
   sftLr: 2e-3,
-  rlSteps: 20,
+  rlSteps: 30,
   rlBatch: 8,
   rlGroup: 4,
   rlLr: 2e-4,
-  valEpisodes: 32,
+  valEpisodes: 64,
   maxAnswerTokens: 10,
 };
 
@@ -79,7 +84,7 @@ export function sftConfig(task: DemoTask, recipe: DemoRecipe, opts: { baseModelD
       only_success: false,
     },
     optim: { lr: recipe.sftLr, weight_decay: 0, grad_clip: 1.0, warmup_steps: 5, schedule: "cosine" },
-    train: { epochs: recipe.sftEpochs, batch_size: 16, micro_batch_size: 16, max_steps: 0, save_every_epoch: false },
+    train: { epochs: recipe.sftEpochs, batch_size: 32, micro_batch_size: 32, max_steps: 0, save_every_epoch: false },
   };
 }
 

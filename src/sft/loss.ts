@@ -10,7 +10,8 @@
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
 import type { ConversationRecord } from "../models/conversation.ts";
-import { processImages, type ImageProcessorOptions } from "../models/image-processor.ts";
+import type { RGBImage } from "../core/image.ts";
+import { processImages, type ImageProcessorOptions, type ProcessedImages } from "../models/image-processor.ts";
 import type { Qwen25VLModel } from "../models/qwen2_5_vl/model.ts";
 
 /** Targets that carry no loss (PyTorch's ignore_index). */
@@ -42,7 +43,7 @@ export function batchLoss(model: Qwen25VLModel, imageOptions: ImageProcessorOpti
   });
 
   const images = samples.flatMap((s) => s.images.map((i) => i.image));
-  const processed = images.length ? processImages(images, imageOptions) : undefined;
+  const processed = images.length ? processCached(images, imageOptions) : undefined;
 
   return torch.tidy(() => {
     const pixelValues = processed ? torch.tensor(processed.pixelValues, [processed.numPatches, processed.patchDim], { dtype: "f32", device: model.device }) : undefined;
@@ -60,4 +61,30 @@ export function batchLoss(model: Qwen25VLModel, imageOptions: ImageProcessorOpti
     const correct = torch.noGrad(() => flat.argmax(1).eq(target).sum().item());
     return { lossSum, tokens, correct };
   });
+}
+
+/**
+ * A supervised run shows each sample's images every epoch; resizing and patching them
+ * again each time costs more than the vision tower. Samples are built once and never
+ * changed, so their images' patches are kept for as long as the images live.
+ */
+const patchCache = new WeakMap<RGBImage, { options: ImageProcessorOptions; processed: ProcessedImages }>();
+
+function processCached(images: readonly RGBImage[], options: ImageProcessorOptions): ProcessedImages {
+  const parts = images.map((image) => {
+    const hit = patchCache.get(image);
+    if (hit !== undefined && hit.options === options) return hit.processed;
+    const processed = processImages([image], options);
+    patchCache.set(image, { options, processed });
+    return processed;
+  });
+  if (parts.length === 1) return parts[0]!;
+  const numPatches = parts.reduce((n, p) => n + p.numPatches, 0);
+  const pixelValues = new Float32Array(numPatches * parts[0]!.patchDim);
+  let offset = 0;
+  for (const p of parts) {
+    pixelValues.set(p.pixelValues, offset);
+    offset += p.pixelValues.length;
+  }
+  return { pixelValues, numPatches, patchDim: parts[0]!.patchDim, gridThw: parts.flatMap((p) => p.gridThw) };
 }

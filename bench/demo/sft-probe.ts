@@ -1,0 +1,100 @@
+/**
+ * How fast and how well the demo's supervised phase learns the move, for one setting:
+ * builds the demo's base policy (optionally with another spec), trains on solver
+ * demonstrations for a time budget, and every few steps reports the training loss and
+ * the held-out *move accuracy* (teacher-forced argmax on every reply token of clean BFS
+ * demonstrations from the validation seeds). Ends with greedy validation episodes.
+ *
+ *   OMP_NUM_THREADS=2 bun bench/demo/sft-probe.ts '{"seconds":120,"spec":{"initializerRange":0.1}}'
+ */
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import * as torch from "../../src/torch/index.ts";
+import { Rng } from "../../src/core/rng.ts";
+import { messageText } from "../../src/core/chat.ts";
+import { DEMO_MODEL_SPEC } from "../../src/demo/model-dir.ts";
+import { demoSolverData, demoTask, writeDemoBaseModel } from "../../src/demo/task.ts";
+import { validate } from "../../src/demo/validate.ts";
+import type { ConversationRecord } from "../../src/models/conversation.ts";
+import { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
+import { Qwen25VLConversationCodec } from "../../src/models/qwen2_5_vl/conversation-codec.ts";
+import { solverEpisodes } from "../../src/sft/episodes.ts";
+import { batchLoss } from "../../src/sft/loss.ts";
+import { episodeSamples } from "../../src/sft/samples.ts";
+
+const o = {
+  seconds: 120, episodes: 256, random: 0.35, lr: 2e-3, batch: 32, render: "vision", size: 4, p: 0.8,
+  evalEvery: 25, steps: 1e9, valEpisodes: 32, heldOut: 64, seed: 0, device: "cpu", wd: 0, spec: {} as Record<string, number>,
+  ...JSON.parse(process.argv[2] ?? "{}"),
+};
+const spec = { ...DEMO_MODEL_SPEC, ...o.spec };
+const base = demoTask("frozenlake", o.render);
+const task = { ...base, envConfig: { ...base.envConfig, size: o.size, p: o.p } };
+const root = mkdtempSync(join(tmpdir(), "sft-probe-"));
+const t0 = performance.now();
+const info = await writeDemoBaseModel(join(root, "base"), task, { seed: o.seed, spec });
+torch.manualSeed(o.seed);
+const chat = Qwen25VLChatModel.load(join(root, "base"), { device: o.device, dtype: "f32" });
+const codec = new Qwen25VLConversationCodec(chat.processor);
+const replies = { encode: (t: string) => chat.tokenizer.encode(t), endOfTurnId: chat.tokenizer.tokenId("<|im_end|>") };
+const train = (await solverEpisodes(demoSolverData(task, o.episodes, o.random), { seed: o.seed })).flatMap((e) => episodeSamples(e, task.harness, codec, replies));
+const heldEpisodes = await solverEpisodes({ ...demoSolverData(task, o.heldOut, 0), seed_start: task.valSeedStart }, { seed: o.seed });
+const held = heldEpisodes.flatMap((e) => episodeSamples(e, task.harness, codec, replies));
+console.log(JSON.stringify({ parameters: info.parameters, vocab: info.vocabSize, train: train.length, held: held.length, tokens: train[0]!.tokenIds.length, setup_s: (performance.now() - t0) / 1000 }));
+console.log("observation:", JSON.stringify(messageText(heldEpisodes[0]!.observations[0]!)).slice(0, 300), "reply:", heldEpisodes[0]!.replies[0]);
+
+/** Share of samples whose every reply token is the model's argmax (teacher forced). */
+function exactReplies(samples: readonly ConversationRecord[]): number {
+  let exact = 0;
+  torch.noGrad(() => {
+    for (const s of samples) {
+      torch.tidy(() => {
+        const out = batchLoss(chat.model, chat.imageOptions, [s], chat.padTokenId);
+        if (out.correct === out.tokens) exact++;
+      });
+    }
+  });
+  return exact / samples.length;
+}
+
+const params = [...chat.model.weights.values()];
+for (const p of params) p.requiresGrad_(true);
+const opt = new torch.optim.AdamW(params, { lr: o.lr, weightDecay: o.wd });
+const rng = new Rng(o.seed, 3);
+let step = 0;
+let trainSeconds = 0;
+const start = performance.now();
+let losses: number[] = [];
+while (trainSeconds < o.seconds && step < o.steps) {
+  const stepStart = performance.now();
+  const batch = Array.from({ length: o.batch }, () => train[rng.int(train.length)]!);
+  const tokens = batch.reduce((n, s) => n + s.lossMask.reduce((a, b) => a + b, 0), 0);
+  torch.tidy(() => {
+    const out = batchLoss(chat.model, chat.imageOptions, batch, chat.padTokenId);
+    out.lossSum.div(tokens).backward();
+    losses.push(out.lossSum.item() / tokens);
+  });
+  const withGrad = params.filter((p) => { const g = p.grad; g?.dispose(); return g !== undefined; });
+  torch.optim.clipGradNorm(withGrad, 1.0).dispose();
+  torch.noGrad(() => opt.step());
+  opt.zeroGrad();
+  step++;
+  trainSeconds += (performance.now() - stepStart) / 1000;
+  if (step % o.evalEvery === 0) {
+    for (const p of params) p.requiresGrad_(false);
+    const acc = exactReplies(held);
+    for (const p of params) p.requiresGrad_(true);
+    const loss = losses.reduce((a, b) => a + b, 0) / losses.length;
+    losses = [];
+    console.log(JSON.stringify({ step, s: Math.round(trainSeconds), loss: +loss.toFixed(4), held_exact: +acc.toFixed(3) }));
+  }
+}
+for (const p of params) { p.grad = undefined; p.requiresGrad_(false); }
+const { saveCheckpoint } = await import("../../src/sft/trainer.ts");
+saveCheckpoint(chat, join(root, "base"), join(root, "sft"));
+const steps_s = step / trainSeconds;
+chat.dispose();
+const v0 = performance.now();
+const val = await validate(task, { modelDir: join(root, "sft"), outputDir: join(root, "val"), episodes: o.valEpisodes, device: o.device, maxTokens: 10 });
+console.log(JSON.stringify({ done: true, steps: step, steps_per_s: +steps_s.toFixed(2), success: val.successRate, val_s: Math.round((performance.now() - v0) / 1000), dir: root }));
