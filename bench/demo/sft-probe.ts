@@ -22,6 +22,7 @@ import { Qwen25VLConversationCodec } from "../../src/models/qwen2_5_vl/conversat
 import { solverEpisodes } from "../../src/sft/episodes.ts";
 import { batchLoss } from "../../src/sft/loss.ts";
 import { episodeSamples } from "../../src/sft/samples.ts";
+import { saveCheckpoint } from "../../src/sft/trainer.ts";
 
 const o = {
   seconds: 120, episodes: 256, random: 0.35, lr: 2e-3, batch: 32, render: "vision", size: 4, p: 0.8,
@@ -91,7 +92,6 @@ while (trainSeconds < o.seconds && step < o.steps) {
   }
 }
 for (const p of params) { p.grad = undefined; p.requiresGrad_(false); }
-const { saveCheckpoint } = await import("../../src/sft/trainer.ts");
 saveCheckpoint(chat, join(root, "base"), join(root, "sft"));
 const steps_s = step / trainSeconds;
 chat.dispose();
