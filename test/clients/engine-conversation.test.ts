@@ -13,10 +13,9 @@ import { loadEngine, type LoadedEngine } from "../../src/engine/load.ts";
 import { concatHarness } from "../../src/harness/concat.ts";
 import { noConcatHarness } from "../../src/harness/no-concat.ts";
 import type { TurnRecord } from "../../src/harness/types.ts";
-import { readPng } from "../../src/models/image-io.ts";
 import { collectRollouts } from "../../src/rollout/collect.ts";
 import { rowsFromEpisode } from "../../src/rollout/rows.ts";
-import { FIXTURE_DIR } from "../models/fixture.ts";
+import { FIXTURE_DIR, fixtureImage } from "../models/fixture.ts";
 import { ScriptedEnv } from "../rollout/scripted.ts";
 
 let loaded: LoadedEngine;
@@ -28,8 +27,8 @@ afterAll(async () => {
   await loaded.close();
 });
 
-const imageB = readPng(join(FIXTURE_DIR, "images", "b.png"));
-const imageC = readPng(join(FIXTURE_DIR, "images", "c.png"));
+const imageB = fixtureImage("b");
+const imageC = fixtureImage("c");
 /** Three turns, an image observation each time. */
 const imageEnv = () =>
   new ScriptedEnv({ text: "<image>Go left or right?", images: [imageB] }, [

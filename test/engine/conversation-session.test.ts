@@ -5,15 +5,13 @@
  * of the same ids samples; a prompt that does not continue the session is refused.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { join } from "node:path";
 import type { ChatMessage } from "../../src/core/chat.ts";
 import { loadEngine, type LoadedEngine } from "../../src/engine/load.ts";
 import type { GenerateRequest } from "../../src/engine/types.ts";
 import { Conversation } from "../../src/models/conversation.ts";
-import { readPng } from "../../src/models/image-io.ts";
 import { Qwen25VLConversationCodec } from "../../src/models/qwen2_5_vl/conversation-codec.ts";
 import type { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
-import { FIXTURE_DIR, maxRelativeError } from "../models/fixture.ts";
+import { FIXTURE_DIR, maxRelativeError, fixtureImage } from "../models/fixture.ts";
 
 let loaded: LoadedEngine;
 let qwen: Qwen25VLChatModel;
@@ -26,8 +24,8 @@ afterAll(async () => {
   await loaded.close();
 });
 
-const imageB = readPng(join(FIXTURE_DIR, "images", "b.png"));
-const imageC = readPng(join(FIXTURE_DIR, "images", "c.png"));
+const imageB = fixtureImage("b");
+const imageC = fixtureImage("c");
 const user = (image: typeof imageB, text: string): ChatMessage => ({ role: "user", content: [{ type: "image", image }, { type: "text", text }] });
 /** Greedy, a fixed number of tokens: the random-weight fixture would stop at random otherwise. */
 const SAMPLING: GenerateRequest["sampling"] = { temperature: 0, maxNewTokens: 4, ignoreStopTokens: true };

@@ -6,18 +6,16 @@
  * the conversation keeps the sampled ids.
  */
 import { describe, expect, test } from "bun:test";
-import { join } from "node:path";
 import type { ChatMessage } from "../../src/core/chat.ts";
 import { VagenError } from "../../src/core/errors.ts";
 import { ChatTemplate, toTemplateMessages } from "../../src/models/chat-template.ts";
 import { Conversation, type SampledReply } from "../../src/models/conversation.ts";
 import { imageKey } from "../../src/models/image-key.ts";
-import { readPng } from "../../src/models/image-io.ts";
 import { DEFAULT_IMAGE_PROCESSOR } from "../../src/models/image-processor.ts";
 import { Qwen25VLConversationCodec } from "../../src/models/qwen2_5_vl/conversation-codec.ts";
 import { Qwen25VLProcessor } from "../../src/models/qwen2_5_vl/processor.ts";
 import { TextTokenizer } from "../../src/models/tokenizer.ts";
-import { FIXTURE_DIR } from "./fixture.ts";
+import { FIXTURE_DIR, fixtureImage } from "./fixture.ts";
 
 const tokenizer = TextTokenizer.fromDir(FIXTURE_DIR);
 const template = ChatTemplate.fromDir(FIXTURE_DIR);
@@ -37,8 +35,8 @@ const pads = (n: number) => new Array<number>(n).fill(PAD);
 
 // b.png is 56x56: smart resize keeps 56x56, a grid of 4x4 patches of 14 px, merged 2x2 -> 4 tokens.
 // c.png is 100x75: resized to 112x84 (multiples of 28), a 6x8 grid -> 48 / 4 = 12 tokens.
-const imageB = readPng(join(FIXTURE_DIR, "images", "b.png"));
-const imageC = readPng(join(FIXTURE_DIR, "images", "c.png"));
+const imageB = fixtureImage("b");
+const imageC = fixtureImage("c");
 
 const SYSTEM: ChatMessage = { role: "system", content: [{ type: "text", text: "You are a tiny agent." }] };
 const USER_1: ChatMessage = { role: "user", content: [{ type: "image", image: imageB }, { type: "text", text: "Go left or right?" }] };

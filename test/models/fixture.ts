@@ -7,6 +7,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ChatMessage } from "../../src/core/chat.ts";
+import type { RGBImage } from "../../src/core/image.ts";
 import { readPng } from "../../src/models/image-io.ts";
 
 export const FIXTURE_DIR = join(import.meta.dir, "..", "fixtures", "qwen2_5_vl_tiny");
@@ -90,6 +91,11 @@ export function maxRelativeError(actual: ArrayLike<number>, expected: ArrayLike<
 interface MessageCase {
   messages: { role: ChatMessage["role"]; content: string | { type: string; text?: string }[] }[];
   image_keys?: string[];
+}
+
+/** One of the fixture's committed images (images/a.png, b.png, c.png) as pixels. */
+export function fixtureImage(name: "a" | "b" | "c"): RGBImage {
+  return readPng(join(FIXTURE_DIR, "images", `${name}.png`));
 }
 
 /** A reference case's messages in the client seam's form (images as pixels). */

@@ -6,13 +6,11 @@
  * Concat and no_concat rows of different lengths share one batch (left/right padding).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { join } from "node:path";
 import { tokenLogProbs } from "../../src/algorithms/index.ts";
 import { EngineClient } from "../../src/clients/engine-client.ts";
 import { loadEngine, type LoadedEngine } from "../../src/engine/load.ts";
 import { concatHarness } from "../../src/harness/concat.ts";
 import { noConcatHarness } from "../../src/harness/no-concat.ts";
-import { readPng } from "../../src/models/image-io.ts";
 import type { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
 import { batchRows, padRows } from "../../src/rollout/batch.ts";
 import { collectRollouts, type RolloutItem } from "../../src/rollout/collect.ts";
@@ -20,7 +18,7 @@ import { qwen25VLRowFamily } from "../../src/rollout/qwen2_5_vl.ts";
 import type { TrainingRow } from "../../src/rollout/types.ts";
 import * as torch from "../../src/torch/index.ts";
 import type { Tensor } from "../../src/torch/index.ts";
-import { FIXTURE_DIR } from "../models/fixture.ts";
+import { FIXTURE_DIR, fixtureImage } from "../models/fixture.ts";
 import { ScriptedEnv } from "./scripted.ts";
 
 /** A [B, W] tensor as rows of numbers. */
@@ -41,9 +39,9 @@ afterAll(async () => {
   await loaded.close();
 });
 
-const imageA = readPng(join(FIXTURE_DIR, "images", "a.png"));
-const imageB = readPng(join(FIXTURE_DIR, "images", "b.png"));
-const imageC = readPng(join(FIXTURE_DIR, "images", "c.png"));
+const imageA = fixtureImage("a");
+const imageB = fixtureImage("b");
+const imageC = fixtureImage("c");
 
 function createEnv(item: RolloutItem) {
   const first = item.seed === 0 ? imageB : imageA;

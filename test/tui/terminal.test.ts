@@ -20,6 +20,17 @@ afterAll(() => {
   for (const dir of temporaries) rmSync(dir, { recursive: true, force: true });
 });
 
+function temporary(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  temporaries.push(dir);
+  return dir;
+}
+
+/** The quick-start eval cut to one one-turn Sokoban episode, plus `extra`. */
+function quickEval(out: string, extra: string[]): string[] {
+  return ["eval", join(ROOT, "examples", "eval", "quickstart.yaml"), `output_dir=${out}`, "envs.sokoban_vision.episodes=1", "envs.sokoban_vision.max_turns=1", ...extra];
+}
+
 /**
  * Run `args` on an 80x24 pseudo-terminal. `keys` are typed one after another, each once
  * the output shows its `after` text (Ink rewrites only the changed part of a line, so
@@ -90,17 +101,8 @@ describe.skipIf(!haveBinary || !haveScript)("the dashboard in the compiled binar
   }, 30_000);
 
   test("eval on a terminal: the dashboard during a short CPU run, then the summary table", async () => {
-    const out = mkdtempSync(join(tmpdir(), "vagen-tui-eval-"));
-    temporaries.push(out);
-    const { code, output } = await onTerminal([
-      "eval",
-      join(ROOT, "examples", "eval", "quickstart.yaml"),
-      `output_dir=${out}`,
-      "envs.sokoban_vision.episodes=1",
-      "envs.frozenlake_text.episodes=1",
-      "envs.sokoban_vision.max_turns=1",
-      "envs.frozenlake_text.max_turns=1",
-    ]);
+    const out = temporary("vagen-tui-eval-");
+    const { code, output } = await onTerminal(quickEval(out, ["envs.frozenlake_text.episodes=1", "envs.frozenlake_text.max_turns=1"]));
     expect(code).toBe(0);
     expect(output).toContain(ENTER_ALTERNATE_SCREEN);
     expect(output).toContain("vagen eval");
@@ -116,8 +118,7 @@ describe.skipIf(!haveBinary || !haveScript)("the dashboard in the compiled binar
   }, 120_000);
 
   test("train on a terminal: the dashboard during one CPU step, then its text summary", async () => {
-    const out = mkdtempSync(join(tmpdir(), "vagen-tui-train-"));
-    temporaries.push(out);
+    const out = temporary("vagen-tui-train-");
     const { code, output } = await onTerminal(
       [
         "train",
@@ -145,17 +146,8 @@ describe.skipIf(!haveBinary || !haveScript)("the dashboard in the compiled binar
   }, 180_000);
 
   test("eval with --no-tui on a terminal keeps the progress bar", async () => {
-    const out = mkdtempSync(join(tmpdir(), "vagen-tui-eval-"));
-    temporaries.push(out);
-    const { code, output } = await onTerminal([
-      "eval",
-      join(ROOT, "examples", "eval", "quickstart.yaml"),
-      `output_dir=${out}`,
-      "envs.sokoban_vision.episodes=1",
-      "envs.sokoban_vision.max_turns=1",
-      "~envs.frozenlake_text",
-      "--no-tui",
-    ]);
+    const out = temporary("vagen-tui-eval-");
+    const { code, output } = await onTerminal(quickEval(out, ["~envs.frozenlake_text", "--no-tui"]));
     expect(code).toBe(0);
     expect(output).not.toContain(ENTER_ALTERNATE_SCREEN);
     expect(output).toContain("eval [");
