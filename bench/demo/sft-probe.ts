@@ -59,7 +59,9 @@ function exactReplies(samples: readonly ConversationRecord[]): number {
   return exact / samples.length;
 }
 
-const params = [...chat.model.weights.values()];
+// `freeze`: weight-name prefixes left untrained (e.g. "visual." for the vision tower).
+const frozen = (name: string) => (o.freeze as string[] | undefined)?.some((prefix) => name.startsWith(prefix)) ?? false;
+const params = [...chat.model.weights].filter(([name]) => !frozen(name)).map(([, w]) => w);
 for (const p of params) p.requiresGrad_(true);
 const opt = new torch.optim.AdamW(params, { lr: o.lr, weightDecay: o.wd });
 const rng = new Rng(o.seed, 3);

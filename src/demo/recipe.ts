@@ -84,7 +84,7 @@ export function sftConfig(task: DemoTask, recipe: DemoRecipe, opts: { baseModelD
       only_success: false,
     },
     optim: { lr: recipe.sftLr, weight_decay: 0, grad_clip: 1.0, warmup_steps: 5, schedule: "cosine" },
-    train: { epochs: recipe.sftEpochs, batch_size: 32, micro_batch_size: 32, max_steps: 0, save_every_epoch: false },
+    train: { epochs: recipe.sftEpochs, batch_size: 32, micro_batch_size: 32, max_steps: 0, save_every_epoch: false, freeze_vision_tower: true },
   };
 }
 
@@ -106,7 +106,8 @@ export function trainConfig(
   };
   const tag = task.envName.toLowerCase();
   // Rows per turn vary with episode length: micro-batches by a token budget, not by count.
-  const update = { ppo_mini_batch_size: recipe.rlBatch, use_dynamic_bsz: true, ppo_max_token_len: 4096, ppo_epochs: 1 };
+  // The vision tower stays as initialised in every phase (see sftConfig's freeze_vision_tower).
+  const update = { ppo_mini_batch_size: recipe.rlBatch, use_dynamic_bsz: true, ppo_max_token_len: 4096, ppo_epochs: 1, freeze_vision_tower: true };
   return v.parse(TrainConfig, {
     model: { model_dir: opts.modelDir, device: opts.device.startsWith("cuda") ? "cuda" : "cpu", dtype: "f32" },
     data: {

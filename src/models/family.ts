@@ -115,6 +115,11 @@ export interface ModelFamily extends PromptBuilder, FamilyDecoder {
   readonly weights: Map<string, Tensor>;
   /** Ids the model must never sample (image placeholders, vision markers). */
   readonly visionTokenIds: readonly number[];
+  /**
+   * Whether the named weight belongs to the vision encoder (tower and merger/projector):
+   * what `freeze_vision_tower` leaves untrained.
+   */
+  isVisionWeight(name: string): boolean;
   /** The codec of token-level conversations (conversation.ts) in this family's chat format. */
   conversationCodec(): ConversationCodec;
   /**

@@ -78,6 +78,12 @@ export const SftTrainConfig = v.strictObject({
   max_steps: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0)), 0),
   /** Write a checkpoint after every epoch (the final one is always written). */
   save_every_epoch: v.optional(v.boolean(), false),
+  /**
+   * Leave the vision encoder's weights as they are and train only the language model. A
+   * policy trained from scratch needs it: trained at the decoder's learning rate, its
+   * random vision tower loses what tells board cells apart (docs/demo.md).
+   */
+  freeze_vision_tower: v.optional(v.boolean(), false),
 });
 export type SftTrainConfig = v.InferOutput<typeof SftTrainConfig>;
 

@@ -90,7 +90,7 @@ export function trainOnSamples(
   onEvent: (event: SftEvent) => void = () => {},
 ): { steps: number; finalLoss: number } {
   const { optim, train } = config;
-  const params = [...chat.model.weights.values()];
+  const params = [...chat.model.weights].filter(([name]) => !(train.freeze_vision_tower && chat.isVisionWeight(name))).map(([, w]) => w);
   for (const p of params) p.requiresGrad_(true);
   const optimizer = new torch.optim.AdamW(params, { lr: optim.lr, weightDecay: optim.weight_decay });
   const stepsPerEpoch = Math.ceil(samples.length / train.batch_size);

@@ -162,6 +162,8 @@ const updateEntries = {
   loss_agg_mode: v.optional(v.picklist(LOSS_AGG_MODES), "token-mean"),
   /** Rows of logits turned into log-probs at a time (memory bound of the vocabulary softmax). */
   logprob_chunk_tokens: v.optional(positiveInt("logprob_chunk_tokens"), 1024),
+  /** Leave the vision encoder's weights as they are: only the language model trains (verl's name). */
+  freeze_vision_tower: v.optional(v.boolean(), false),
 };
 
 export const ActorSection = v.strictObject({

@@ -60,7 +60,7 @@ import type { TrainEvent, TrainEventListener, TrainPhase } from "./events.ts";
 import { policyForward, TrainingModel, valueForward } from "./forward.ts";
 import { dumpBatch, dumpEpisodes, MetricsLog, writeResolvedConfig } from "./outputs.ts";
 import { TensorBoardWriter } from "./tensorboard.ts";
-import { ParameterOptimizer, updateActor, updateCritic, type OptimizerSettings, type RowColumns } from "./update.ts";
+import { ParameterOptimizer, trainableWeights, updateActor, updateCritic, type OptimizerSettings, type RowColumns } from "./update.ts";
 import { Watchdog } from "./watchdog.ts";
 import { checkResponseFormats } from "./preflight.ts";
 import { prepareStateRewards, rewardedEnvFactory, StateRewardScorers, type SpecSetups } from "./state-rewards.ts";
@@ -110,7 +110,7 @@ function optimizerSettings(optim: TrainConfig["actor"]["optim"], totalSteps: num
 function loadModels(config: TrainConfig, useCritic: boolean, useReference: boolean): Models {
   const load = (): ModelFamily => loadModelFamily(config.model.model_dir, { device: config.model.device, dtype: config.model.dtype });
   const actor = new TrainingModel(load());
-  const actorOptim = new ParameterOptimizer(actor.weights, optimizerSettings(config.actor.optim, config.trainer.total_steps));
+  const actorOptim = new ParameterOptimizer(trainableWeights(actor.weights, actor.family, config.actor.freeze_vision_tower), optimizerSettings(config.actor.optim, config.trainer.total_steps));
   let critic: Models["critic"];
   if (useCritic) {
     const model = new TrainingModel(load());
@@ -118,7 +118,8 @@ function loadModels(config: TrainConfig, useCritic: boolean, useReference: boole
     // The critic never reads the LM head; leaving it out keeps AdamW from holding its moments.
     const named = new Map([...model.weights].filter(([name]) => name !== "lm_head.weight"));
     for (const [name, t] of head.entries()) named.set(name, t);
-    critic = { model, head, named, optim: new ParameterOptimizer(named, optimizerSettings(config.critic.optim, config.trainer.total_steps)) };
+    const optim = new ParameterOptimizer(trainableWeights(named, model.family, config.critic.freeze_vision_tower), optimizerSettings(config.critic.optim, config.trainer.total_steps));
+    critic = { model, head, named, optim };
   }
   const reference = useReference ? new TrainingModel(load()) : undefined;
   const engine = createEngine(actor.family, { ...config.rollout.engine, seed: config.trainer.seed });

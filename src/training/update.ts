@@ -19,7 +19,7 @@ import { optim, type Tensor } from "../torch/index.ts";
 
 const { AdamW, LRScheduler, clipGradNorm, constantSchedule, warmupCosineSchedule } = optim;
 import { aggregateLoss, klLoss, klPenalty, maskedMean, policyLoss, readMetrics, valueLoss, type LossAggMode, type PolicyLossMode, type SampledKlPenalty } from "../algorithms/index.ts";
-import type { ValueHead } from "../models/index.ts";
+import type { ModelFamily, ValueHead } from "../models/index.ts";
 import type { TrainingRow } from "../rollout/types.ts";
 import { Rng } from "../core/rng.ts";
 import { policyForward, rowsTensor, valueForward, type TrainingModel } from "./forward.ts";
@@ -106,6 +106,14 @@ export interface OptimizerSettings {
   style: "constant" | "cosine";
   minLrRatio: number;
   totalSteps: number;
+}
+
+/**
+ * The weights an optimizer updates: all of `named`, or with `freezeVision` all but the
+ * vision encoder's (`freeze_vision_tower`), which then keep the values they were loaded with.
+ */
+export function trainableWeights(named: Map<string, Tensor>, family: Pick<ModelFamily, "isVisionWeight">, freezeVision: boolean): Map<string, Tensor> {
+  return freezeVision ? new Map([...named].filter(([name]) => !family.isVisionWeight(name))) : named;
 }
 
 /** AdamW plus its schedule over a set of named parameters, with a checkpointable state. */

@@ -65,7 +65,7 @@ export function makeProbe(answers: readonly string[], spec: TinyQwenSpec = DEMO_
 }
 
 /** Supervised steps on `samples`; returns the per-step token accuracy. */
-export function train(probe: Probe, samples: readonly ConversationRecord[], opts: { steps: number; lr: number; batchSize: number; seed?: number }): { accuracy: number[]; loss: number[] } {
+export function train(probe: Probe, samples: readonly ConversationRecord[], opts: { steps: number; lr: number; batchSize: number; seed?: number; freezeVision?: boolean }): { accuracy: number[]; loss: number[] } {
   const accuracy: number[] = [];
   const loss: number[] = [];
   trainOnSamples(
@@ -76,7 +76,7 @@ export function train(probe: Probe, samples: readonly ConversationRecord[], opts
       model_dir: "",
       output_dir: "",
       optim: { lr: opts.lr, weight_decay: 0, grad_clip: 1.0, warmup_steps: 0, schedule: "constant" },
-      train: { epochs: 1_000_000, batch_size: opts.batchSize, micro_batch_size: opts.batchSize, max_steps: opts.steps, save_every_epoch: false },
+      train: { epochs: 1_000_000, batch_size: opts.batchSize, micro_batch_size: opts.batchSize, max_steps: opts.steps, save_every_epoch: false, freeze_vision_tower: opts.freezeVision ?? false },
     },
     (e) => {
       if (e.type === "step") {

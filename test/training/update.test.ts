@@ -9,7 +9,7 @@ import * as torch from "../../src/torch/index.ts";
 import { Qwen25VLChatModel } from "../../src/models/index.ts";
 import { Rng } from "../../src/core/rng.ts";
 import { TrainingModel, packRows, policyForward, valueForward } from "../../src/training/forward.ts";
-import { ParameterOptimizer, microBatchPlan, miniBatchPlan, updateActor, updateCritic, type ActorUpdateOptions } from "../../src/training/update.ts";
+import { ParameterOptimizer, microBatchPlan, trainableWeights, miniBatchPlan, updateActor, updateCritic, type ActorUpdateOptions } from "../../src/training/update.ts";
 import { handRow } from "./rows.ts";
 
 const FIXTURE = join(import.meta.dir, "../fixtures/qwen2_5_vl_tiny");
@@ -83,6 +83,21 @@ describe("batching plans", () => {
     expect(microBatchPlan([0, 1, 2, 3], rows, { microBatchSize: 1, maxTokens: 14 })).toEqual([[0, 1], [2, 3]]);
     // a row larger than the budget goes alone
     expect(microBatchPlan([0, 2], rows, { microBatchSize: 1, maxTokens: 4 })).toEqual([[0], [2]]);
+  });
+});
+
+describe("freeze_vision_tower", () => {
+  test("the optimizer gets every weight but the vision encoder's, or all of them", () => {
+    const model = load();
+    models.push(model);
+    const all = [...model.weights.keys()];
+    const trained = [...trainableWeights(model.weights, model.family, true).keys()];
+    const left = all.filter((name) => !trained.includes(name));
+    expect(left.length).toBeGreaterThan(5);
+    expect(left.every((name) => name.startsWith("visual."))).toBe(true);
+    expect(all.filter((name) => name.startsWith("visual.")).sort()).toEqual(left.sort());
+    expect(trained).toContain("lm_head.weight");
+    expect(trainableWeights(model.weights, model.family, false)).toBe(model.weights);
   });
 });
 

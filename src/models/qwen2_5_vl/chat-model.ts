@@ -227,16 +227,25 @@ export class Qwen25VLChatModel implements ModelFamily {
     });
   }
 
+  isVisionWeight(name: string): boolean {
+    return isQwen25VLVisionWeight(name);
+  }
+
   dispose(): void {
     this.model.dispose();
   }
+}
+
+/** The vision tower and its patch merger: every `visual.*` weight (canonical names). */
+function isQwen25VLVisionWeight(name: string): boolean {
+  return name.startsWith("visual.");
 }
 
 function specOf(model: Qwen25VLModel): ModelSpec {
   const c = model.config.text;
   let weightBytes = 0;
   // What a decode step reads: the language model (the vision tower only runs in prefill).
-  for (const [name, t] of model.weights) if (!name.startsWith("visual.")) weightBytes += t.nbytes();
+  for (const [name, t] of model.weights) if (!isQwen25VLVisionWeight(name)) weightBytes += t.nbytes();
   return {
     numLayers: c.numLayers,
     numHeads: c.numHeads,
