@@ -33,15 +33,15 @@ export interface DemoRecipe {
  * The CPU recipe: a ~0.46M-parameter policy (a 64-wide, 3-layer decoder; the step time of
  * a 2-core CPU buys more from steps than from width), initialised at 0.1 rather than
  * Qwen's 0.02, which at this width leaves attention near uniform for hundreds of steps.
- * The warm start is six epochs on demonstrations with a quarter of the moves random.
+ * The warm start is twelve epochs on demonstrations with a quarter of the moves random.
  */
 export const CPU_RECIPE: DemoRecipe = {
   spec: { ...DEMO_MODEL_SPEC, textHidden: 64, textLayers: 3, textHeads: 2, textKvHeads: 1, textIntermediate: 192, initializerRange: 0.1 },
   sftEpisodes: 512,
   sftRandomActionProb: 0.25,
-  sftEpochs: 6,
+  sftEpochs: 12,
   sftLr: 2e-3,
-  rlSteps: 30,
+  rlSteps: 20,
   rlBatch: 8,
   rlGroup: 4,
   rlLr: 2e-4,
