@@ -6,6 +6,11 @@
  * demonstrations from the validation seeds). Ends with greedy validation episodes.
  *
  *   OMP_NUM_THREADS=2 bun bench/demo/sft-probe.ts '{"seconds":120,"spec":{"initializerRange":0.1}}'
+ *   OMP_NUM_THREADS=1 bun bench/demo/sft-probe.ts '{"seconds":300,"random":0.1,"episodes":1024,"freeze":["visual."]}'
+ *
+ * Options (JSON): seconds, steps, episodes, random, lr, batch, render (vision|text), size,
+ * p, evalEvery, valEpisodes, heldOut, seed, device, wd, spec (TinyQwenSpec fields), freeze
+ * (weight-name prefixes left untrained).
  */
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
