@@ -61,7 +61,7 @@ export class FrozenLakeEnv implements Env {
     this.lastAction = null;
     this.slipRng = new Rng(seed, SLIP_STREAM);
     this.totalReward = 0;
-    const info: EnvInfo = { state: this.groundTruth(), map: [...this.desc] };
+    const info: EnvInfo = { state: this.groundTruth(), map: [...this.desc], state_key: this.stateKey() };
     const path = shortestPath(this.desc);
     if (path) info.optimal_solution_length = path.length;
     return { obs: this.observe(null), info };
@@ -114,7 +114,7 @@ export class FrozenLakeEnv implements Env {
     if (done) this.ended = { success };
 
     const turn = { actionIsValid, actionIsEffective: this.row !== start[0] || this.col !== start[1], success };
-    const info = stepInfo(parsed, turn, this.groundTruth(), validActions);
+    const info = { ...stepInfo(parsed, turn, this.groundTruth(), validActions), state_key: this.stateKey() };
     return { obs: this.observe(validActions), reward, done, info };
   }
 
@@ -148,6 +148,14 @@ export class FrozenLakeEnv implements Env {
   }
 
   /** The current map rows and player cell (read-only use). */
+  /**
+   * The env state as a string (board and player cell): equal keys are the same state
+   * whatever the turn or the route there (GiGPO's anchor states, src/rollout).
+   */
+  private stateKey(): string {
+    return `${this.requireMap().join("/")}@${this.row},${this.col}`;
+  }
+
   get current(): { desc: readonly string[]; row: number; col: number } | null {
     return this.desc ? { desc: this.desc, row: this.row, col: this.col } : null;
   }

@@ -50,7 +50,7 @@ export class SokobanEnv implements Env {
     this.player = playerIndex(this.room);
     this.totalReward = 0;
     this.solved = false;
-    const info: EnvInfo = { state: this.groundTruth(), level_seed: this.level.seedUsed };
+    const info: EnvInfo = { state: this.groundTruth(), level_seed: this.level.seedUsed, state_key: this.stateKey() };
     if (this.level.solution) info.optimal_solution_length = this.level.solution.length;
     if (!this.level.accepted) info.level_filter_failed = true;
     return { obs: this.observe(null), info };
@@ -96,7 +96,7 @@ export class SokobanEnv implements Env {
     this.solved = success;
 
     const turn = { actionIsValid, actionIsEffective: this.player !== startPlayer, success };
-    const info = stepInfo(parsed, turn, this.groundTruth(), validActions);
+    const info = { ...stepInfo(parsed, turn, this.groundTruth(), validActions), state_key: this.stateKey() };
     return { obs: this.observe(validActions), reward, done, info };
   }
 
@@ -110,6 +110,15 @@ export class SokobanEnv implements Env {
   }
 
   /** The current room (read-only use), e.g. for solvers and renderers. */
+  /**
+   * The env state as a string (every cell's content, player and boxes included): equal
+   * keys are the same state whatever the turn or the route there (GiGPO's anchor states).
+   */
+  private stateKey(): string {
+    const room = this.requireRoom();
+    return `${room.width}x${room.height}:${Buffer.from(room.state).toString("hex")}`;
+  }
+
   get currentRoom(): SokobanRoom | null {
     return this.room;
   }

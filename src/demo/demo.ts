@@ -16,12 +16,13 @@
  */
 import { join } from "node:path";
 import { VagenError } from "../core/errors.ts";
+import * as torch from "../torch/index.ts";
 import { runSft, type SftEvent } from "../sft/trainer.ts";
 import { checkTrainConfig } from "../training/config.ts";
 import type { TrainEvent } from "../training/events.ts";
 import { runTraining } from "../training/trainer.ts";
 import { registerObservationOnlyHarness } from "./harness.ts";
-import { demoRecipe, sftConfig, trainConfig, type DemoRecipe } from "./recipe.ts";
+import { demoRecipe, sftConfig, trainConfig, type DemoAlgorithm, type DemoRecipe } from "./recipe.ts";
 import { demoTask, writeDemoBaseModel, type DemoEnv, type DemoRender } from "./task.ts";
 
 export interface DemoOptions {
@@ -31,7 +32,7 @@ export interface DemoOptions {
   steps?: number;
   seed: number;
   device: string;
-  algorithm: "grpo" | "ppo";
+  algorithm: DemoAlgorithm;
   /** The run directory (created). */
   runDir: string;
   /** Replace parts of the device's recipe (tests use a smaller one). */
@@ -54,9 +55,11 @@ export interface DemoSummary {
   parameters: number;
   env: string;
   render: DemoRender;
-  algorithm: "grpo" | "ppo";
+  algorithm: DemoAlgorithm;
   rl_steps: number;
 }
+
+const ALGORITHM_NAMES: Record<DemoAlgorithm, string> = { gigpo: "GiGPO", grpo: "GRPO", ppo: "PPO with a critic" };
 
 export async function runDemo(opts: DemoOptions, onEvent: (event: DemoEvent) => void = () => {}): Promise<DemoSummary> {
   const started = performance.now();
@@ -65,19 +68,21 @@ export async function runDemo(opts: DemoOptions, onEvent: (event: DemoEvent) => 
   const task = demoTask(opts.env, opts.render);
   const recipe = { ...demoRecipe(opts.device), ...opts.recipe };
   const steps = opts.steps ?? recipe.rlSteps;
+  if (!opts.device.startsWith("cuda") && recipe.cpuThreads) torch.setNumThreads(recipe.cpuThreads);
 
   const baseDir = join(opts.runDir, "base");
   const { parameters, vocabSize } = await writeDemoBaseModel(baseDir, task, { seed: opts.seed, spec: recipe.spec });
   const baseSeconds = clock();
   onEvent({ type: "phase", phase: "base", message: `base policy: Qwen2.5-VL architecture, ${(parameters / 1e6).toFixed(2)}M parameters, vocabulary ${vocabSize}, random from seed ${opts.seed} -> ${baseDir}` });
 
-  onEvent({ type: "phase", phase: "sft", message: `sft: ${recipe.sftEpisodes} solver episodes on ${task.envName} (${opts.render}), ${Math.round(recipe.sftRandomActionProb * 100)}% of moves random` });
+  const careless = task.envName === "FrozenLake" && recipe.sftCarelessProb > 0 ? `${Math.round(recipe.sftCarelessProb * 100)}% of them by a careless solver blind to holes, ` : "";
+  onEvent({ type: "phase", phase: "sft", message: `sft: ${recipe.sftEpisodes} solver episodes on ${task.envName} (${opts.render}), ${careless}${Math.round(recipe.sftRandomActionProb * 100)}% of moves random` });
   const sft = await runSft(sftConfig(task, recipe, { baseModelDir: baseDir, outputDir: join(opts.runDir, "sft"), seed: opts.seed, device: opts.device }), (event) =>
     onEvent({ type: "sft", event }),
   );
   const sftSeconds = clock() - baseSeconds;
 
-  onEvent({ type: "phase", phase: "rl", message: `rl: ${opts.algorithm === "grpo" ? "GRPO" : "PPO with a critic"}, ${steps} steps of ${recipe.rlBatch} x ${recipe.rlGroup} episodes from ${sft.modelDir}` });
+  onEvent({ type: "phase", phase: "rl", message: `rl: ${ALGORITHM_NAMES[opts.algorithm]}, ${steps} steps of ${recipe.rlBatch} x ${recipe.rlGroup} episodes from ${sft.modelDir}` });
   const checked = checkTrainConfig(
     trainConfig(task, recipe, { modelDir: sft.modelDir, outputDir: opts.runDir, seed: opts.seed, device: opts.device, steps, algorithm: opts.algorithm }),
     "demo",

@@ -1,9 +1,11 @@
 /**
  * The demo's recipe: how big the policy is, how much supervised warm-start it gets, and
- * the RL run after it, per device. GRPO uses `trajectory_grpo` and PPO `default_gae`:
- * both give every turn of an episode the episode's outcome (the no_concat harness makes a
- * row per turn), which a per-row estimator would not. The numbers were tuned on a 2-core CPU so the whole
- * demo (SFT, RL, validation) fits in minutes; docs/demo.md has the measurements.
+ * the RL run after it, per device. The harness makes a row per turn, so every algorithm
+ * here is one that credits turns within an episode: GiGPO (`gigpo`: the episode's outcome
+ * within its group, plus each turn's discounted return against the other turns taken
+ * from the same board state), GRPO (`trajectory_grpo`: every turn gets its episode's
+ * outcome) or PPO (`default_gae` with a critic). The numbers were tuned on a 2-core CPU
+ * so the whole demo (SFT, RL, validation) fits in minutes; docs/demo.md has the measurements.
  */
 import * as v from "valibot";
 import type { SftConfig } from "../sft/config.ts";
@@ -11,10 +13,18 @@ import { TrainConfig } from "../training/config.ts";
 import { DEMO_MODEL_SPEC, type TinyQwenSpec } from "./model-dir.ts";
 import { demoSolverData, type DemoTask } from "./task.ts";
 
+/** The RL algorithms the demo offers, and the estimator each runs. */
+export const DEMO_ALGORITHMS = { gigpo: "gigpo", grpo: "trajectory_grpo", ppo: "default_gae" } as const;
+export type DemoAlgorithm = keyof typeof DEMO_ALGORITHMS;
+
 export interface DemoRecipe {
   spec: TinyQwenSpec;
-  /** Solver episodes for the warm start, and the share of their moves that are random. */
+  /**
+   * Solver episodes for the warm start, the share of them played by a careless solver
+   * (FrozenLake: blind to holes) and the share of moves that are random.
+   */
   sftEpisodes: number;
+  sftCarelessProb: number;
   sftRandomActionProb: number;
   sftEpochs: number;
   sftLr: number;
@@ -27,33 +37,45 @@ export interface DemoRecipe {
   valEpisodes: number;
   /** Tokens one answer may take. */
   maxAnswerTokens: number;
+  /**
+   * libtorch's CPU threads for the run (unset: libtorch's default). The CPU recipe's
+   * matrices are so small that a second thread costs more in handoffs than it computes:
+   * measured on 2 cores, a supervised step took 0.13 s on one thread and 0.27 s on two.
+   */
+  cpuThreads?: number;
 }
 
 /**
  * The CPU recipe: a ~0.46M-parameter policy (a 64-wide, 3-layer decoder; the step time of
  * a 2-core CPU buys more from steps than from width), initialised at 0.1 rather than
  * Qwen's 0.02, which at this width leaves attention near uniform for hundreds of steps.
- * The warm start is twelve epochs on demonstrations with a quarter of the moves random.
+ * The warm start imitates mixed demonstrations: three in four episodes from a careless
+ * solver that takes holes for ice (it fails on about a quarter of the boards), the rest
+ * from BFS, a tenth of all moves random. Imitation copies the majority, so the warm start
+ * walks into the holes the careless solver does; RL is what tells the two apart.
  */
 export const CPU_RECIPE: DemoRecipe = {
   spec: { ...DEMO_MODEL_SPEC, textHidden: 64, textLayers: 3, textHeads: 2, textKvHeads: 1, textIntermediate: 192, initializerRange: 0.1 },
   sftEpisodes: 512,
-  sftRandomActionProb: 0.25,
-  sftEpochs: 12,
+  sftCarelessProb: 0.75,
+  sftRandomActionProb: 0.1,
+  sftEpochs: 16,
   sftLr: 2e-3,
-  rlSteps: 20,
+  rlSteps: 100,
   rlBatch: 8,
-  rlGroup: 4,
-  rlLr: 2e-4,
-  valEpisodes: 64,
+  rlGroup: 8,
+  rlLr: 5e-4,
+  valEpisodes: 128,
   maxAnswerTokens: 10,
+  cpuThreads: 1,
 };
 
 /** On CUDA: a wider, deeper policy and more of everything (it reaches Sokoban too). */
 export const CUDA_RECIPE: DemoRecipe = {
   spec: { ...DEMO_MODEL_SPEC, textHidden: 256, textLayers: 6, textHeads: 8, textKvHeads: 2, textIntermediate: 768, visionHidden: 128, visionDepth: 4, visionHeads: 4, visionIntermediate: 256 },
   sftEpisodes: 512,
-  sftRandomActionProb: 0.35,
+  sftCarelessProb: 0.75,
+  sftRandomActionProb: 0.1,
   sftEpochs: 3,
   sftLr: 1e-3,
   rlSteps: 40,
@@ -78,7 +100,8 @@ export function sftConfig(task: DemoTask, recipe: DemoRecipe, opts: { baseModelD
     dtype: "f32",
     data: {
       layout: task.harness,
-      solver: demoSolverData(task, recipe.sftEpisodes, recipe.sftRandomActionProb),
+      // Only FrozenLake has a careless solver.
+      solver: demoSolverData(task, recipe.sftEpisodes, recipe.sftRandomActionProb, task.envName === "FrozenLake" ? recipe.sftCarelessProb : 0),
       eval_dirs: [],
       // Failed demonstrations are kept too: they are part of what makes the warm start imperfect.
       only_success: false,
@@ -96,7 +119,7 @@ export function sftConfig(task: DemoTask, recipe: DemoRecipe, opts: { baseModelD
 export function trainConfig(
   task: DemoTask,
   recipe: DemoRecipe,
-  opts: { modelDir: string; outputDir: string; seed: number; device: string; steps: number; algorithm: "grpo" | "ppo" },
+  opts: { modelDir: string; outputDir: string; seed: number; device: string; steps: number; algorithm: DemoAlgorithm },
 ): TrainConfig {
   const env = {
     name: task.envName,
@@ -117,8 +140,14 @@ export function trainConfig(
       train: { [tag]: { ...env, n_envs: 4096, seed: [task.trainSeedStart, task.trainSeedStart + 4095, 1] } },
       val: { [tag]: { ...env, n_envs: recipe.valEpisodes, seed: [task.valSeedStart, task.valSeedStart + recipe.valEpisodes - 1, 1] } },
     },
-    rollout: { n: recipe.rlGroup, temperature: 1.0 },
-    algorithm: { adv_estimator: opts.algorithm === "grpo" ? "trajectory_grpo" : "default_gae", gamma: 1.0, lam: 1.0 },
+    // One update per step on exactly what was sampled: the engine's log-probs are the old ones.
+    rollout: { n: recipe.rlGroup, temperature: 1.0, use_engine_logprobs: true },
+    algorithm:
+      opts.algorithm === "gigpo"
+        ? // GiGPO's own defaults (gamma 0.95, omega 1) with its std-normalised mode: a turn that
+          // walks into a hole is told apart from the other moves tried on the same board.
+          { adv_estimator: "gigpo", gamma: 0.95, step_advantage_w: 1.0, gigpo_mode: "mean_std_norm" }
+        : { adv_estimator: DEMO_ALGORITHMS[opts.algorithm], gamma: 1.0, lam: 1.0 },
     actor: { optim: { lr: recipe.rlLr, weight_decay: 0 }, ...update, entropy_coeff: 0 },
     critic: { optim: { lr: 1e-3, weight_decay: 0 }, ...update },
     trainer: {

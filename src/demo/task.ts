@@ -38,7 +38,7 @@ export function demoTask(env: DemoEnv, render: DemoRender): DemoTask {
 }
 
 /** Solver demonstrations for `task` (the SFT phase's data, and the tokenizer's corpus). */
-export function demoSolverData(task: DemoTask, episodes: number, randomActionProb: number): SolverDataConfig {
+export function demoSolverData(task: DemoTask, episodes: number, randomActionProb: number, carelessEpisodeProb = 0): SolverDataConfig {
   return {
     env: task.envName,
     config: task.envConfig,
@@ -47,6 +47,7 @@ export function demoSolverData(task: DemoTask, episodes: number, randomActionPro
     max_turns: task.maxTurns,
     random_action_prob: randomActionProb,
     actions_per_turn: 1,
+    careless_episode_prob: carelessEpisodeProb,
   };
 }
 

@@ -13,6 +13,7 @@
  *       seed_start: 100000
  *       max_turns: 8
  *       random_action_prob: 0.2
+ *       careless_episode_prob: 0      # FrozenLake: share of episodes by a solver blind to holes
  *     eval_dirs: [../runs/eval/x]     # and/or `vagen eval` outputs ...
  *     only_success: true              # ... keeping successful episodes only
  *   optim: {lr: 1e-3, weight_decay: 0.01, grad_clip: 1.0, warmup_steps: 10}
@@ -44,6 +45,12 @@ export const SolverDataConfig = v.strictObject({
   random_action_prob: v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(1, "random_action_prob <= 1")), 0),
   /** Moves written per answer (up to the env's max_actions_per_step). */
   actions_per_turn: v.optional(positiveInt("actions_per_turn"), 1),
+  /**
+   * Chance that a whole episode is demonstrated by a careless solver (FrozenLake only: it
+   * plans the shortest path as if the holes were ice, and walks into one when the path
+   * crosses it). Mixed-quality demonstrations: imitation copies both solvers.
+   */
+  careless_episode_prob: v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(1, "careless_episode_prob <= 1")), 0),
 });
 export type SolverDataConfig = v.InferOutput<typeof SolverDataConfig>;
 

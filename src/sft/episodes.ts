@@ -4,7 +4,8 @@
  *
  * - Solver episodes: the env is played through the real harness loop, with a client that
  *   answers from a solver (BFS for FrozenLake and Sokoban) instead of a model; a share of
- *   the moves is uniformly random, so demonstrations can be imperfect on purpose.
+ *   the moves is uniformly random, and on FrozenLake a share of the episodes can come from
+ *   a careless solver blind to holes, so demonstrations can be imperfect on purpose.
  * - Eval episodes: the folders `vagen eval` writes (messages.json with its PNGs, and
  *   metrics.json for the outcome).
  *
@@ -47,15 +48,19 @@ interface SolverEnv {
   actions: readonly string[];
 }
 
-function solverEnv(config: SolverDataConfig): SolverEnv {
+function solverEnv(config: SolverDataConfig, careless: boolean): SolverEnv {
   if (config.env === "FrozenLake") {
     const env = new FrozenLakeEnv(config.config);
     const planner = () => {
       const at = env.current;
-      return at ? (shortestPath(at.desc, [at.row, at.col]) ?? []) : [];
+      if (!at) return [];
+      // The careless solver plans on a board whose holes it takes for ice.
+      const board = careless ? at.desc.map((row) => row.replaceAll("H", "F")) : at.desc;
+      return shortestPath(board, [at.row, at.col]) ?? [];
     };
     return { env, planner, actions: FL_ACTIONS };
   }
+  if (careless) throw new VagenError("data.solver.careless_episode_prob: only FrozenLake has a careless solver", "set it to 0 for Sokoban");
   const env = new SokobanEnv(config.config);
   const planner = () => {
     const room = env.currentRoom;
@@ -108,8 +113,11 @@ export async function solverEpisodes(config: SolverDataConfig, opts: { seed: num
   const harness = await createHarness("no_concat", {});
   const episodes: Episode[] = [];
   const rng = new Rng(opts.seed, 7);
+  // Its own stream, so adding careless episodes leaves the random moves' draws alone.
+  const carelessRng = new Rng(opts.seed, 8);
   for (let i = 0; i < config.episodes; i++) {
-    const solver = solverEnv(config);
+    const careless = config.careless_episode_prob > 0 && carelessRng.next() < config.careless_episode_prob;
+    const solver = solverEnv(config, careless);
     const envConfig = (solver.env as FrozenLakeEnv | SokobanEnv).config;
     const format = String(envConfig.prompt_format);
     if (!["no_think", "eval_mode"].includes(format)) {
@@ -125,7 +133,7 @@ export async function solverEpisodes(config: SolverDataConfig, opts: { seed: num
     if (record.error) throw new VagenError(`${config.env} seed ${seed}: the solver episode ended in an error: ${record.error.message}`);
     const lastInfo = record.turns.at(-1)?.info;
     episodes.push({
-      source: `${config.env} seed ${seed}`,
+      source: `${config.env} seed ${seed}${careless ? " (careless solver)" : ""}`,
       system: observationToMessage("system", record.systemPrompt),
       observations: [record.initialObservation, ...record.turns.map((t) => t.observation)].map((o) => observationToMessage("user", o)),
       replies: record.turns.map((t) => t.completion.text),

@@ -8,7 +8,7 @@
  */
 export { Tensor, type ValuesIndices, type ToOptions, type BackwardOptions, type Scalar, type TensorOrScalar } from "./tensor.ts";
 export { TorchError, TorchUnavailableError } from "./errors.ts";
-export { loadTorch, torchInfo, type TorchInfo } from "./native.ts";
+export { loadTorch, setNumThreads, torchInfo, type TorchInfo } from "./native.ts";
 export { DTYPES, DTYPE_SIZE, isFloating, type DType, type Device, type HostArray } from "./dtype.ts";
 export { tidy, keep, liveTensors, tensorsFreedByGc, tensorLedger, setGcBackstop } from "./scope.ts";
 export { dims1, dims2, dims3, dims4 } from "./shape.ts";

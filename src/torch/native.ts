@@ -243,6 +243,16 @@ export function torchInfo(): TorchInfo {
   };
 }
 
+/**
+ * libtorch's intra-op CPU threads for this process (`at::set_num_threads`). Small models
+ * run faster on one: their matrices are too small to pay for the threads' handoffs.
+ */
+export function setNumThreads(threads: number): void {
+  if (!Number.isInteger(threads) || threads < 1) throw new TorchError(`setNumThreads: got ${threads}, expected a positive integer`);
+  loadTorch();
+  check(S.vt_set_num_threads(threads));
+}
+
 /** Throws the shim's last error message when `status` is non-zero. */
 export function check(status: number): void {
   if (status !== 0) throw new TorchError(String(S.vt_last_error()));

@@ -27,7 +27,7 @@ describe("demo recipe", () => {
     expect(config.data.solver!.seed_start).toBe(task.sftSeedStart);
   });
 
-  for (const algorithm of ["grpo", "ppo"] as const) {
+  for (const algorithm of ["gigpo", "grpo", "ppo"] as const) {
     test(`the RL phase (${algorithm}) passes the trainer's checks`, async () => {
       registerObservationOnlyHarness();
       const checked = checkTrainConfig(trainConfig(task, CPU_RECIPE, { modelDir: "sft", outputDir: "run", seed: 0, device: "cpu", steps: 5, algorithm }), "demo");

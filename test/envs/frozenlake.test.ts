@@ -66,6 +66,25 @@ describe("dynamics and rewards", () => {
     expect((r.info.state as { player: number[] }).player).toEqual([0, 0]);
   });
 
+  test("state_key names the board and the player's cell, whatever the route there", async () => {
+    const env = new FrozenLakeEnv({ desc: MAP });
+    const start = (await env.reset(0)).info.state_key;
+    expect(start).toBe("SFFF/FHFH/FFFH/HFFG@0,0");
+    const bump = await env.step(answer("up"));
+    expect(bump.info.state_key).toBe(start);
+    const viaRight = (await env.step(answer("right, down"))).info.state_key; // (1,1) is a hole
+    expect(viaRight).toBe("SFFF/FHFH/FFFH/HFFG@1,1");
+    await env.reset(0);
+    await env.step(answer("down"));
+    await env.step(answer("down"));
+    const a = (await env.step(answer("right"))).info.state_key;
+    await env.reset(0);
+    await env.step(answer("down"));
+    await env.step(answer("right"));
+    expect(a).toBe("SFFF/FHFH/FFFH/HFFG@2,1");
+    expect((await env.step(answer("down, left"))).info.state_key).not.toBe(a);
+  });
+
   test("unknown words stop the turn; malformed text costs only the turn", async () => {
     const env = new FrozenLakeEnv({ desc: MAP });
     await env.reset(0);

@@ -82,6 +82,25 @@ describe("generation", () => {
       expect(result.reward).toBeCloseTo(1.1, 10);
     }
   });
+
+  test("state_key changes with every move that changes the room, and only then", async () => {
+    const env = new SokobanEnv({ prompt_format: "free_think", max_actions_per_step: 10 });
+    const first = (await env.reset(3)).info.state_key as string;
+    expect(first).toMatch(/^\d+x\d+:[0-9a-f]+$/);
+    let previous = first;
+    let moved = 0;
+    for (const a of ["up", "down", "left", "right", "left", "up"]) {
+      const before = Buffer.from(env.currentRoom!.state).toString("hex");
+      const key = (await env.step(answer(a))).info.state_key as string;
+      const changed = Buffer.from(env.currentRoom!.state).toString("hex") !== before;
+      if (changed) moved++;
+      expect(key === previous).toBe(!changed);
+      previous = key;
+    }
+    expect(moved).toBeGreaterThan(0);
+    // The same level again gives the same key.
+    expect((await env.reset(3)).info.state_key).toBe(first);
+  });
 });
 
 describe("BFS solver", () => {

@@ -20,6 +20,8 @@ import { loadSftConfig } from "../../src/sft/config.ts";
 import { evalEpisodes, solverEpisodes, type Episode } from "../../src/sft/episodes.ts";
 import { episodeSamples } from "../../src/sft/samples.ts";
 import { FrozenLakeEnv } from "../../envs/frozenlake/env.ts";
+import { moveFrom } from "../../envs/frozenlake/dynamics.ts";
+import { shortestPath, type FrozenLakeAction } from "../../envs/frozenlake/map.ts";
 import { FIXTURE_DIR } from "../models/fixture.ts";
 
 const tokenizer = TextTokenizer.fromDir(FIXTURE_DIR);
@@ -67,7 +69,7 @@ describe("config", () => {
 
 describe("episodes", () => {
   test("solver episodes without random moves reach the goal by a shortest path", async () => {
-    const episodes = await solverEpisodes({ env: "FrozenLake", config: FROZENLAKE_TEXT, episodes: 6, seed_start: 100, max_turns: 12, random_action_prob: 0, actions_per_turn: 1 }, { seed: 0 });
+    const episodes = await solverEpisodes({ env: "FrozenLake", config: FROZENLAKE_TEXT, episodes: 6, seed_start: 100, max_turns: 12, random_action_prob: 0, actions_per_turn: 1, careless_episode_prob: 0 }, { seed: 0 });
     expect(episodes).toHaveLength(6);
     for (const [i, episode] of episodes.entries()) {
       expect(episode.success).toBe(true);
@@ -80,12 +82,42 @@ describe("episodes", () => {
   });
 
   test("random moves make some demonstrations worse, reproducibly", async () => {
-    const config = { env: "FrozenLake" as const, config: FROZENLAKE_TEXT, episodes: 24, seed_start: 0, max_turns: 8, random_action_prob: 0.5, actions_per_turn: 1 };
+    const config = { env: "FrozenLake" as const, config: FROZENLAKE_TEXT, episodes: 24, seed_start: 0, max_turns: 8, random_action_prob: 0.5, actions_per_turn: 1, careless_episode_prob: 0 };
     const a = await solverEpisodes(config, { seed: 3 });
     const b = await solverEpisodes(config, { seed: 3 });
     expect(a.map((e) => e.replies)).toEqual(b.map((e) => e.replies));
     expect(a.some((e) => !e.success)).toBe(true);
     expect(a.some((e) => e.success)).toBe(true);
+  });
+
+  test("a careless solver plans as if holes were ice: it walks into the holes on its path, and the rest of its episodes match the solver's", async () => {
+    const base = { env: "FrozenLake" as const, config: FROZENLAKE_TEXT, episodes: 40, seed_start: 200, max_turns: 8, random_action_prob: 0, actions_per_turn: 1 };
+    const careless = await solverEpisodes({ ...base, careless_episode_prob: 1 }, { seed: 0 });
+    let fell = 0;
+    for (const [i, episode] of careless.entries()) {
+      expect(episode.source).toContain("careless");
+      const env = new FrozenLakeEnv(FROZENLAKE_TEXT);
+      await env.reset(200 + i);
+      const desc = env.current!.desc;
+      // By hand: the moves are the shortest path on the board with its holes turned to ice,
+      // cut where that path first steps on a hole.
+      const blind = shortestPath(desc.map((row) => row.replaceAll("H", "F")))!;
+      const moves = episode.replies.map((r) => /<answer>(\w+)<\/answer>/.exec(r)![1]!.toLowerCase());
+      expect(moves).toEqual(blind.slice(0, moves.length));
+      let [row, col] = [0, 0];
+      desc.forEach((line, r) => { if (line.includes("S")) [row, col] = [r, line.indexOf("S")]; });
+      for (const m of moves) [row, col] = moveFrom(desc, row, col, m as FrozenLakeAction);
+      expect(desc[row]![col]).toBe(episode.success ? "G" : "H");
+      if (!episode.success) fell++;
+    }
+    // Some boards put a hole on the blind path (the solver fails there), most do not.
+    expect(fell).toBeGreaterThan(0);
+    expect(fell).toBeLessThan(careless.length / 2);
+    const mixed = await solverEpisodes({ ...base, careless_episode_prob: 0.5 }, { seed: 0 });
+    const share = mixed.filter((e) => e.source.includes("careless")).length / mixed.length;
+    expect(share).toBeGreaterThan(0.25);
+    expect(share).toBeLessThan(0.75);
+    await expect(solverEpisodes({ ...base, env: "Sokoban", config: { dim_room: [6, 6], num_boxes: 1, prompt_format: "no_think" }, episodes: 1, careless_episode_prob: 0.5 }, { seed: 0 })).rejects.toThrow(/careless_episode_prob/);
   });
 
   test("vagen eval folders are read back with their images, and keep their outcome", () => {

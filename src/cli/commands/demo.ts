@@ -38,7 +38,7 @@ export function register(program: Command): void {
     .description("watch an agent learn in minutes on a CPU: a small Qwen2.5-VL-architecture policy, supervised warm start, then RL, then validation on held-out boards")
     .option("--env <name>", "frozenlake or sokoban", "frozenlake")
     .option("--render <mode>", "what the policy sees: vision (images) or text (a character grid)", "vision")
-    .option("--algorithm <name>", "grpo, or ppo (with a critic)", "grpo")
+    .option("--algorithm <name>", "gigpo (per-turn credit), grpo (the episode's outcome on every turn), or ppo (with a critic)", "gigpo")
     .option("--steps <n>", "RL steps (default: the recipe's)", integerFlag("steps", { min: 1 }))
     .option("--seed <n>", "seed of the policy's initialisation, the data and the sampling", integerFlag("seed", { min: 0 }), 0)
     .option("--device <device>", "cpu, or cuda (a bigger recipe)", "cpu")
@@ -67,7 +67,7 @@ function pick<T extends string>(flag: string, value: string, allowed: readonly T
 async function demoCommand(opts: DemoFlags): Promise<number> {
   const env = pick("env", opts.env, ["frozenlake", "sokoban"] as const);
   const render = pick("render", opts.render, ["vision", "text"] as const);
-  const algorithm = pick("algorithm", opts.algorithm, ["grpo", "ppo"] as const);
+  const algorithm = pick("algorithm", opts.algorithm, ["gigpo", "grpo", "ppo"] as const);
   if (!/^(cpu|cuda(:\d+)?)$/.test(opts.device)) throw new VagenError(`--device: got ${JSON.stringify(opts.device)}, expected cpu, cuda or cuda:N`);
   const stamp = new Date().toISOString().replace(/[:.]/g, "-").slice(0, 19);
   const runDir = opts.out ?? join("runs", "demo", `${env}-${render}-${stamp}`);
