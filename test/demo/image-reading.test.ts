@@ -68,7 +68,8 @@ test(
     const board = makeProbe(answers, SPEC);
     try {
       const samples = board.samples(answers.map((answer, cell) => ({ image: litCellImage(3, 28, cell), answer })));
-      const { accuracy } = train(board, samples, { steps: 60, lr: 3e-3, batchSize: 9 });
+      // Solved by step ~50-62 depending on libtorch's thread count (summation order): 80 leaves room.
+      const { accuracy } = train(board, samples, { steps: 80, lr: 3e-3, batchSize: 9 });
       // A policy blind to the place gets 1 of the 9 answers right (and every <|im_end|>): accuracy 10/18.
       expect(accuracy.at(-1)).toBe(1);
     } finally {

@@ -1,0 +1,63 @@
+/**
+ * `runDemo` end to end with a recipe cut to seconds (the real one takes minutes): base
+ * policy, supervised warm start on the mixed demonstrations, GiGPO steps, validation
+ * before and after, and a run directory the other commands read. Whether the recipe
+ * learns is measured in docs/demo.md, not here; this checks the pipeline holds together.
+ */
+import { afterAll, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { runDemo, type DemoEvent } from "../../src/demo/demo.ts";
+import { CPU_RECIPE } from "../../src/demo/recipe.ts";
+import * as torch from "../../src/torch/index.ts";
+
+const root = mkdtempSync(join(tmpdir(), "vagen-demo-run-"));
+const threadsBefore = torch.torchInfo().threads;
+afterAll(() => {
+  rmSync(root, { recursive: true, force: true });
+  torch.setNumThreads(threadsBefore);
+});
+
+test(
+  "a cut-down demo runs every phase and leaves a run directory with both validations",
+  async () => {
+    const events: DemoEvent[] = [];
+    const runDir = join(root, "run");
+    const summary = await runDemo(
+      {
+        env: "frozenlake",
+        render: "vision",
+        seed: 0,
+        device: "cpu",
+        algorithm: "gigpo",
+        runDir,
+        recipe: { sftEpisodes: 24, sftEpochs: 1, rlSteps: 2, rlBatch: 2, rlGroup: 4, valEpisodes: 4 },
+      },
+      (e) => events.push(e),
+    );
+    expect(summary.rl_steps).toBe(2);
+    expect(summary.algorithm).toBe("gigpo");
+    expect(summary.run_dir).toBe(runDir);
+    for (const rate of [summary.sft_success_rate, summary.final_success_rate]) {
+      expect(rate).toBeGreaterThanOrEqual(0);
+      expect(rate).toBeLessThanOrEqual(1);
+    }
+    expect(events.filter((e) => e.type === "phase").map((e) => (e as { phase: string }).phase)).toEqual(["base", "sft", "rl", "done"]);
+    const sftLine = events.find((e) => e.type === "phase" && e.phase === "sft") as { message: string };
+    expect(sftLine.message).toContain("careless solver");
+    // The warm start and the base policy are model directories; the run is the trainer's.
+    for (const dir of ["base", join("sft", "final")]) expect(existsSync(join(runDir, dir, "model.safetensors"))).toBe(true);
+    const metrics = readFileSync(join(runDir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>);
+    const validations = metrics.filter((m) => "val/frozenlake/success_rate" in m);
+    expect(validations.map((m) => m.step)).toEqual([0, 1, 2]);
+    expect(validations[0]!["val/frozenlake/success_rate"]).toBe(summary.sft_success_rate);
+    expect(validations.at(-1)!["val/frozenlake/success_rate"]).toBe(summary.final_success_rate);
+    // GiGPO ran on engine log-probs with the env's state keys (no old-log-prob forward).
+    const stepMetrics = metrics.filter((m) => "actor/pg_loss" in m);
+    expect(stepMetrics).toHaveLength(2);
+    expect(stepMetrics.every((m) => !("timing_s/old_log_prob" in m))).toBe(true);
+    expect(torch.torchInfo().threads).toBe(CPU_RECIPE.cpuThreads!);
+  },
+  120_000,
+);
