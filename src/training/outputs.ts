@@ -21,14 +21,17 @@ export function writeResolvedConfig(dir: string, config: TrainConfig): void {
 
 /**
  * metrics.jsonl: one object per step. A resumed run first drops the lines of steps after
- * the checkpoint it resumes from, so the file reads as if the run had never stopped.
+ * the checkpoint it resumes from, so the file reads as if the run had never stopped; a
+ * run that starts afresh (`resumeStep` undefined) starts the file afresh too, so an
+ * earlier run's lines in the same folder never mix with its own.
  */
 export class MetricsLog {
   readonly path: string;
 
-  constructor(dir: string, resumeStep: number) {
+  constructor(dir: string, resumeStep: number | undefined) {
     this.path = join(dir, "metrics.jsonl");
-    if (existsSync(this.path)) {
+    if (resumeStep === undefined) writeFileAtomic(this.path, "");
+    else if (existsSync(this.path)) {
       const kept = readFileSync(this.path, "utf8")
         .split("\n")
         .filter((line) => line.trim() !== "" && (JSON.parse(line) as { step: number }).step <= resumeStep);

@@ -345,7 +345,7 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
     startStep = state.step;
   }
 
-  const metricsLog = new MetricsLog(outputDir, startStep);
+  const metricsLog = new MetricsLog(outputDir, resumeFrom ? startStep : undefined);
   const tensorboard = trainer.tensorboard ? new TensorBoardWriter(join(outputDir, "tensorboard")) : undefined;
   const watchdog = new Watchdog(trainer.watchdog_s);
   const ctx = { config, harness, client: models.client, setups, stateRewards, createEnv: opts.createEnv, signal: opts.signal };

@@ -5,12 +5,13 @@
  */
 import { describe, expect, test } from "bun:test";
 import { spawn } from "bun";
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { trainLogRenderer } from "../../src/cli/render/train-lines.ts";
 import { loadTrainConfig } from "../../src/training/config.ts";
 import type { TrainEvent } from "../../src/training/events.ts";
+import { MetricsLog } from "../../src/training/outputs.ts";
 import { readEventFile } from "../../src/training/tensorboard.ts";
 import { runTraining } from "../../src/training/trainer.ts";
 
@@ -18,6 +19,20 @@ const CONFIG = join(import.meta.dir, "digit.yaml");
 const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
 
 describe("a run's outputs", () => {
+  test("metrics.jsonl: a resumed run keeps the lines up to its checkpoint; a fresh run in the same folder starts the file anew", () => {
+    const dir = mkdtempSync(join(tmpdir(), "vagen-metrics-"));
+    const earlier = [0, 1, 2, 3].map((step) => JSON.stringify({ step, "actor/pg_loss": step / 10 })).join("\n") + "\n";
+    const steps = () => readFileSync(join(dir, "metrics.jsonl"), "utf8").trim().split("\n").filter(Boolean).map((l) => (JSON.parse(l) as { step: number }).step);
+    writeFileSync(join(dir, "metrics.jsonl"), earlier);
+    new MetricsLog(dir, 2).append(3, { "actor/pg_loss": 9 });
+    expect(steps()).toEqual([0, 1, 2, 3]);
+    writeFileSync(join(dir, "metrics.jsonl"), earlier);
+    const fresh = new MetricsLog(dir, undefined);
+    expect(steps()).toEqual([]);
+    fresh.append(0, { "val/x/success_rate": 0.5 });
+    expect(steps()).toEqual([0]);
+  });
+
   test(
     "metrics, TensorBoard, episodes and batch dumps",
     async () => {
