@@ -148,7 +148,9 @@ export function trainConfig(
           // walks into a hole is told apart from the other moves tried on the same board.
           { adv_estimator: "gigpo", gamma: 0.95, step_advantage_w: 1.0, gigpo_mode: "mean_std_norm" }
         : { adv_estimator: DEMO_ALGORITHMS[opts.algorithm], gamma: 1.0, lam: 1.0 },
-    actor: { optim: { lr: recipe.rlLr, weight_decay: 0 }, ...update, entropy_coeff: 0 },
+    // Cosine decay to zero over the run: at a constant lr the late steps' noise undid part
+    // of the lift (docs/demo.md).
+    actor: { optim: { lr: recipe.rlLr, weight_decay: 0, warmup_style: "cosine", lr_warmup_steps: 0 }, ...update, entropy_coeff: 0 },
     critic: { optim: { lr: 1e-3, weight_decay: 0 }, ...update },
     trainer: {
       total_steps: opts.steps,

@@ -5,6 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { spawn } from "bun";
+import * as torch from "../../src/torch/index.ts";
 import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -36,7 +37,9 @@ describe("resume after kill -9", () => {
       await runTraining(await loadTrainConfig(CONFIG, overrides(straight)));
 
       const killed = join(root, "killed");
-      const child = spawn(["bun", MAIN, "train", CONFIG, ...overrides(killed)], { stderr: "pipe", stdout: "ignore", env: { ...process.env, OMP_NUM_THREADS: "2" } });
+      // The child's steps 1-2 are compared with this process's: the same thread count, so
+      // the same summation order and bit-equal metrics.
+      const child = spawn(["bun", MAIN, "train", CONFIG, ...overrides(killed)], { stderr: "pipe", stdout: "ignore", env: { ...process.env, OMP_NUM_THREADS: String(torch.torchInfo().threads) } });
       let log = "";
       const decoder = new TextDecoder();
       for await (const chunk of child.stderr) {
