@@ -28,6 +28,8 @@ export interface DemoRecipe {
   sftRandomActionProb: number;
   sftEpochs: number;
   sftLr: number;
+  /** Label smoothing of the supervised loss (unset: none). */
+  sftLabelSmoothing?: number;
   /** RL: optimizer steps, env instances per step and rollouts per instance (GRPO's group). */
   rlSteps: number;
   rlBatch: number;
@@ -107,7 +109,7 @@ export function sftConfig(task: DemoTask, recipe: DemoRecipe, opts: { baseModelD
       only_success: false,
     },
     optim: { lr: recipe.sftLr, weight_decay: 0, grad_clip: 1.0, warmup_steps: 5, schedule: "cosine" },
-    train: { epochs: recipe.sftEpochs, batch_size: 32, micro_batch_size: 32, max_steps: 0, save_every_epoch: false, freeze_vision_tower: true },
+    train: { epochs: recipe.sftEpochs, batch_size: 32, micro_batch_size: 32, max_steps: 0, save_every_epoch: false, freeze_vision_tower: true, label_smoothing: recipe.sftLabelSmoothing ?? 0 },
   };
 }
 

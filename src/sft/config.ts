@@ -91,6 +91,12 @@ export const SftTrainConfig = v.strictObject({
    * random vision tower loses what tells board cells apart (docs/demo.md).
    */
   freeze_vision_tower: v.optional(v.boolean(), false),
+  /**
+   * Label smoothing of the cross-entropy (PyTorch's label_smoothing): the target keeps
+   * 1 - e of its weight and e spreads over the vocabulary, so the warm start stays less
+   * sure of itself and RL after it still samples the other moves.
+   */
+  label_smoothing: v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(0.5, "label_smoothing <= 0.5")), 0),
 });
 export type SftTrainConfig = v.InferOutput<typeof SftTrainConfig>;
 

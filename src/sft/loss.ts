@@ -18,7 +18,11 @@ import type { Qwen25VLModel } from "../models/qwen2_5_vl/model.ts";
 const IGNORE = -100;
 
 export interface BatchLoss {
-  /** Sum of the trained tokens' negative log-likelihoods (a 0-d tensor with a graph). */
+  /**
+   * Sum of the trained tokens' cross-entropies (a 0-d tensor with a graph): their negative
+   * log-likelihoods, or with label smoothing e, (1 - e) NLL + e times the mean over the
+   * vocabulary of -log p.
+   */
   lossSum: Tensor;
   /** Trained tokens in the batch. */
   tokens: number;
@@ -26,7 +30,7 @@ export interface BatchLoss {
   correct: number;
 }
 
-export function batchLoss(model: Qwen25VLModel, imageOptions: ImageProcessorOptions, samples: readonly ConversationRecord[], padId: number): BatchLoss {
+export function batchLoss(model: Qwen25VLModel, imageOptions: ImageProcessorOptions, samples: readonly ConversationRecord[], padId: number, opts: { labelSmoothing?: number } = {}): BatchLoss {
   const width = Math.max(...samples.map((s) => s.tokenIds.length));
   const inputIds = samples.map((s) => [...s.tokenIds, ...new Array<number>(width - s.tokenIds.length).fill(padId)]);
   const attentionMask = samples.map((s) => [...new Array<number>(s.tokenIds.length).fill(1), ...new Array<number>(width - s.tokenIds.length).fill(0)]);
@@ -57,7 +61,7 @@ export function batchLoss(model: Qwen25VLModel, imageOptions: ImageProcessorOpti
     const vocab = logits.shape[2]!;
     const flat = logits.reshape([-1, vocab]);
     const target = torch.tensor(targets, [targets.length], { dtype: "i64", device: model.device });
-    const lossSum = torch.F.crossEntropy(flat, target, { reduction: "sum", ignoreIndex: IGNORE });
+    const lossSum = torch.F.crossEntropy(flat, target, { reduction: "sum", ignoreIndex: IGNORE, labelSmoothing: opts.labelSmoothing ?? 0 });
     const correct = torch.noGrad(() => flat.argmax(1).eq(target).sum().item());
     return { lossSum, tokens, correct };
   });

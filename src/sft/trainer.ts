@@ -109,7 +109,7 @@ export function trainOnSamples(
       const order = shuffled([...samples.keys()], rng);
       for (let start = 0; start < order.length && step < totalSteps; start += train.batch_size) {
         const batch = order.slice(start, start + train.batch_size).map((i) => samples[i]!);
-        const { loss, accuracy } = accumulateGradients(chat, batch, train.micro_batch_size);
+        const { loss, accuracy } = accumulateGradients(chat, batch, train.micro_batch_size, train.label_smoothing);
         const gradNorm = optim.grad_clip > 0 ? clippedNorm(params, optim.grad_clip) : 0;
         const lr = optimizer.lr;
         torch.noGrad(() => optimizer.step());
@@ -137,7 +137,7 @@ export function trainOnSamples(
 }
 
 /** Forward and backward over a batch's micro-batches; the gradients are the token-mean's. */
-function accumulateGradients(chat: Qwen25VLChatModel, batch: readonly ConversationRecord[], microBatchSize: number): { loss: number; accuracy: number } {
+function accumulateGradients(chat: Qwen25VLChatModel, batch: readonly ConversationRecord[], microBatchSize: number, labelSmoothing: number): { loss: number; accuracy: number } {
   const tokens = batch.reduce((n, s) => n + s.lossMask.reduce((a, b) => a + b, 0), 0);
   if (tokens === 0) throw new VagenError("a training batch has no trained tokens (every reply empty?)");
   let lossSum = 0;
@@ -145,7 +145,7 @@ function accumulateGradients(chat: Qwen25VLChatModel, batch: readonly Conversati
   for (let i = 0; i < batch.length; i += microBatchSize) {
     const micro = batch.slice(i, i + microBatchSize);
     torch.tidy(() => {
-      const out = batchLoss(chat.model, chat.imageOptions, micro, chat.padTokenId);
+      const out = batchLoss(chat.model, chat.imageOptions, micro, chat.padTokenId, { labelSmoothing });
       // Dividing by the whole batch's token count makes the accumulated gradient the batch mean.
       out.lossSum.div(tokens).backward();
       lossSum += out.lossSum.item();

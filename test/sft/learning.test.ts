@@ -53,7 +53,7 @@ test(
         dtype: "f32",
         data: { layout: "observation_only", solver: demoSolverData(task, 2, 0), eval_dirs: [], only_success: true },
         optim: { lr: 1e-2, weight_decay: 0, grad_clip: 1.0, warmup_steps: 3, schedule: "constant" },
-        train: { epochs: 30, batch_size: 8, micro_batch_size: 8, max_steps: 0, save_every_epoch: false, freeze_vision_tower: false },
+        train: { epochs: 30, batch_size: 8, micro_batch_size: 8, max_steps: 0, save_every_epoch: false, freeze_vision_tower: false, label_smoothing: 0 },
       },
       (event) => {
         if (event.type === "step") losses.push(event.loss);
