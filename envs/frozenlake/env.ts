@@ -147,7 +147,6 @@ export class FrozenLakeEnv implements Env {
     this.desc = null;
   }
 
-  /** The current map rows and player cell (read-only use). */
   /**
    * The env state as a string (board and player cell): equal keys are the same state
    * whatever the turn or the route there (GiGPO's anchor states, src/rollout).
@@ -156,6 +155,7 @@ export class FrozenLakeEnv implements Env {
     return `${this.requireMap().join("/")}@${this.row},${this.col}`;
   }
 
+  /** The current map rows and player cell (read-only use). */
   get current(): { desc: readonly string[]; row: number; col: number } | null {
     return this.desc ? { desc: this.desc, row: this.row, col: this.col } : null;
   }

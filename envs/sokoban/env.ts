@@ -109,7 +109,6 @@ export class SokobanEnv implements Env {
     this.room = null;
   }
 
-  /** The current room (read-only use), e.g. for solvers and renderers. */
   /**
    * The env state as a string (every cell's content, player and boxes included): equal
    * keys are the same state whatever the turn or the route there (GiGPO's anchor states).
@@ -119,6 +118,7 @@ export class SokobanEnv implements Env {
     return `${room.width}x${room.height}:${Buffer.from(room.state).toString("hex")}`;
   }
 
+  /** The current room (read-only use), e.g. for solvers and renderers. */
   get currentRoom(): SokobanRoom | null {
     return this.room;
   }

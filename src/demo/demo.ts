@@ -22,7 +22,7 @@ import { checkTrainConfig } from "../training/config.ts";
 import type { TrainEvent } from "../training/events.ts";
 import { runTraining } from "../training/trainer.ts";
 import { registerObservationOnlyHarness } from "./harness.ts";
-import { demoRecipe, sftConfig, trainConfig, type DemoAlgorithm, type DemoRecipe } from "./recipe.ts";
+import { carelessShare, demoRecipe, sftConfig, trainConfig, type DemoAlgorithm, type DemoRecipe } from "./recipe.ts";
 import { demoTask, writeDemoBaseModel, type DemoEnv, type DemoRender } from "./task.ts";
 
 export interface DemoOptions {
@@ -75,7 +75,8 @@ export async function runDemo(opts: DemoOptions, onEvent: (event: DemoEvent) => 
   const baseSeconds = clock();
   onEvent({ type: "phase", phase: "base", message: `base policy: Qwen2.5-VL architecture, ${(parameters / 1e6).toFixed(2)}M parameters, vocabulary ${vocabSize}, random from seed ${opts.seed} -> ${baseDir}` });
 
-  const careless = task.envName === "FrozenLake" && recipe.sftCarelessProb > 0 ? `${Math.round(recipe.sftCarelessProb * 100)}% of them by a careless solver blind to holes, ` : "";
+  const share = carelessShare(task, recipe);
+  const careless = share > 0 ? `${Math.round(share * 100)}% of them by a careless solver blind to holes, ` : "";
   onEvent({ type: "phase", phase: "sft", message: `sft: ${recipe.sftEpisodes} solver episodes on ${task.envName} (${opts.render}), ${careless}${Math.round(recipe.sftRandomActionProb * 100)}% of moves random` });
   const sft = await runSft(sftConfig(task, recipe, { baseModelDir: baseDir, outputDir: join(opts.runDir, "sft"), seed: opts.seed, device: opts.device }), (event) =>
     onEvent({ type: "sft", event }),

@@ -92,6 +92,11 @@ export function demoRecipe(device: string): DemoRecipe {
   return device.startsWith("cuda") ? CUDA_RECIPE : CPU_RECIPE;
 }
 
+/** The share of careless-solver demonstrations `recipe` gets on `task` (only FrozenLake has that solver). */
+export function carelessShare(task: DemoTask, recipe: DemoRecipe): number {
+  return task.envName === "FrozenLake" ? recipe.sftCarelessProb : 0;
+}
+
 /** The supervised phase as a `vagen sft` config. */
 export function sftConfig(task: DemoTask, recipe: DemoRecipe, opts: { baseModelDir: string; outputDir: string; seed: number; device: string }): SftConfig {
   return {
@@ -102,8 +107,7 @@ export function sftConfig(task: DemoTask, recipe: DemoRecipe, opts: { baseModelD
     dtype: "f32",
     data: {
       layout: task.harness,
-      // Only FrozenLake has a careless solver.
-      solver: demoSolverData(task, recipe.sftEpisodes, recipe.sftRandomActionProb, task.envName === "FrozenLake" ? recipe.sftCarelessProb : 0),
+      solver: demoSolverData(task, recipe.sftEpisodes, recipe.sftRandomActionProb, carelessShare(task, recipe)),
       eval_dirs: [],
       // Failed demonstrations are kept too: they are part of what makes the warm start imperfect.
       only_success: false,

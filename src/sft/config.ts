@@ -117,6 +117,10 @@ export function checkSftConfig(config: SftConfig, file = "sft config"): SftConfi
   if (!config.data.solver && config.data.eval_dirs.length === 0) {
     throw new VagenError(`${file}: key "data": no trajectories: give data.solver, data.eval_dirs, or both`);
   }
+  const solver = config.data.solver;
+  if (solver && solver.careless_episode_prob > 0 && solver.env !== "FrozenLake") {
+    throw new VagenError(`${file}: key "data.solver.careless_episode_prob": got ${solver.careless_episode_prob}, expected 0 (only FrozenLake has a careless solver)`);
+  }
   if (config.train.batch_size % config.train.micro_batch_size !== 0 && config.train.micro_batch_size < config.train.batch_size) {
     throw new VagenError(
       `${file}: key "train.micro_batch_size": ${config.train.micro_batch_size} does not divide train.batch_size ${config.train.batch_size}`,

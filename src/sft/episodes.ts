@@ -60,7 +60,6 @@ function solverEnv(config: SolverDataConfig, careless: boolean): SolverEnv {
     };
     return { env, planner, actions: FL_ACTIONS };
   }
-  if (careless) throw new VagenError("data.solver.careless_episode_prob: only FrozenLake has a careless solver", "set it to 0 for Sokoban");
   const env = new SokobanEnv(config.config);
   const planner = () => {
     const room = env.currentRoom;
@@ -110,6 +109,9 @@ class SolverClient implements InferenceClient {
  * observation, and samples.ts frames them for the harness the policy will run under.
  */
 export async function solverEpisodes(config: SolverDataConfig, opts: { seed: number }): Promise<Episode[]> {
+  if (config.careless_episode_prob > 0 && config.env !== "FrozenLake") {
+    throw new VagenError(`data.solver.careless_episode_prob: got ${config.careless_episode_prob}, expected 0 (only FrozenLake has a careless solver)`);
+  }
   const harness = await createHarness("no_concat", {});
   const episodes: Episode[] = [];
   const rng = new Rng(opts.seed, 7);

@@ -23,6 +23,7 @@ import { Qwen25VLConversationCodec } from "../models/qwen2_5_vl/conversation-cod
 import type { SftConfig } from "./config.ts";
 import { evalEpisodes, solverEpisodes, type Episode } from "./episodes.ts";
 import { batchLoss } from "./loss.ts";
+import { trainableWeights } from "../training/update.ts";
 import { episodeSamples } from "./samples.ts";
 
 export type SftEvent =
@@ -90,7 +91,7 @@ export function trainOnSamples(
   onEvent: (event: SftEvent) => void = () => {},
 ): { steps: number; finalLoss: number } {
   const { optim, train } = config;
-  const params = [...chat.model.weights].filter(([name]) => !(train.freeze_vision_tower && chat.isVisionWeight(name))).map(([, w]) => w);
+  const params = [...trainableWeights(chat.model.weights, chat, train.freeze_vision_tower).values()];
   for (const p of params) p.requiresGrad_(true);
   const optimizer = new torch.optim.AdamW(params, { lr: optim.lr, weightDecay: optim.weight_decay });
   const stepsPerEpoch = Math.ceil(samples.length / train.batch_size);

@@ -62,6 +62,7 @@ describe("config", () => {
     const file = write(base);
     expect(() => loadSftConfig(file, ["optim.learning_rate=1"])).toThrow(/optim\.learning_rate/);
     expect(() => loadSftConfig(file, ["data.solver.env=Chess"])).toThrow(/data\.solver\.env/);
+    expect(() => loadSftConfig(file, ["data.solver.env=Sokoban", "data.solver.careless_episode_prob=0.5"])).toThrow(/data\.solver\.careless_episode_prob.*only FrozenLake/);
     expect(() => loadSftConfig(write({ ...base, data: {} }), [])).toThrow(/key "data": no trajectories/);
     expect(() => loadSftConfig(file, ["train.batch_size=16", "train.micro_batch_size=5"])).toThrow(/train\.micro_batch_size/);
   });
