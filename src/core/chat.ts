@@ -27,6 +27,17 @@ export function imagePart(image: RGBImage): ContentPart {
   return { type: "image", image };
 }
 
+/**
+ * The message with only its images when it has any; a message without images comes back
+ * as it is. For policies that read the board from the picture: an env's words around an
+ * image ("the extracted valid action is ['down']") repeat what the picture shows, and
+ * let a small policy copy the last move instead of looking.
+ */
+export function imagesOnly(message: ChatMessage): ChatMessage {
+  if (!message.content.some((p) => p.type === "image")) return message;
+  return { ...message, content: message.content.filter((p) => p.type === "image") };
+}
+
 /** The message's text parts joined, images left out. */
 export function messageText(message: ChatMessage): string {
   return message.content.map((p) => (p.type === "text" ? p.text : "")).join("");

@@ -8,9 +8,11 @@
  * The layout follows the harness that will run the policy:
  * - no_concat: one sample per turn, [system, the observation of that turn] -> reply;
  * - observation_only: one sample per turn, [the observation of that turn] -> reply (no
- *   system prompt: for policies trained from scratch, see src/demo/harness.ts);
+ *   system prompt, and only the observation's images when it has any: for policies
+ *   trained from scratch, see src/demo/harness.ts);
  * - concat: one sample per episode, the whole conversation with every reply trained.
  */
+import { imagesOnly } from "../core/chat.ts";
 import { VagenError } from "../core/errors.ts";
 import { Conversation, type ConversationCodec, type ConversationRecord } from "../models/conversation.ts";
 import type { SampleLayout } from "./config.ts";
@@ -36,7 +38,8 @@ export function episodeSamples(episode: Episode, layout: SampleLayout, codec: Co
     return episode.replies.map((reply, t) => {
       const conversation = new Conversation(codec);
       if (layout === "no_concat") conversation.addMessage(episode.system);
-      conversation.addMessage(episode.observations[t]!);
+      const observation = episode.observations[t]!;
+      conversation.addMessage(layout === "observation_only" ? imagesOnly(observation) : observation);
       addReply(conversation, replies, reply);
       return conversation.record();
     });

@@ -12,6 +12,7 @@ import * as torch from "../../src/torch/index.ts";
 import { createEngineClient } from "../../src/clients/engine-client.ts";
 import { DEMO_MODEL_SPEC, mropeSection, parameterCount, writeTinyQwenModelDir, type TinyQwenSpec } from "../../src/demo/model-dir.ts";
 import { byteSymbols, QWEN25_VL_SPECIAL_TOKENS, trainBpeTokenizer } from "../../src/demo/tokenizer.ts";
+import { messageText } from "../../src/core/chat.ts";
 import { registerObservationOnlyHarness, OBSERVATION_ONLY_HARNESS } from "../../src/demo/harness.ts";
 import { createHarness } from "../../src/harness/registry.ts";
 import { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
@@ -152,5 +153,21 @@ describe("observation-only harness", () => {
     expect(record.turns.length).toBeGreaterThan(0);
     expect(prompts.every((n) => n === 1)).toBe(true);
     expect(record.turns[0]!.prompt[0]!.role).toBe("user");
+  });
+
+  test("an image observation is sent as its image alone; a text one keeps its text", async () => {
+    registerObservationOnlyHarness();
+    const harness = await createHarness(OBSERVATION_ONLY_HARNESS);
+    const client = {
+      description: "fixed",
+      create: async () => ({ text: "<answer>Left</answer>", finishReason: "stop", usage: { promptTokens: 0, completionTokens: 0 } }),
+    };
+    const vision = await harness.runEpisode({ env: new FrozenLakeEnv({ render_mode: "vision", prompt_format: "no_think", max_actions_per_step: 1 }), client, seed: 4, maxTurns: 2, sampling: {} });
+    for (const turn of vision.turns) {
+      // The env's words ("the extracted valid action is ['left']") are left out: the board is all.
+      expect(turn.prompt[0]!.content.map((p) => p.type)).toEqual(["image"]);
+    }
+    const text = await harness.runEpisode({ env: new FrozenLakeEnv({ render_mode: "text", prompt_format: "no_think", max_actions_per_step: 1 }), client, seed: 4, maxTurns: 2, sampling: {} });
+    expect(messageText(text.turns[0]!.prompt[0]!)).toContain("[Initial Observation]");
   });
 });

@@ -177,6 +177,20 @@ describe("samples", () => {
     );
   });
 
+  test("observation_only: an observation with an image keeps the image alone", () => {
+    const image = { width: 28, height: 28, data: new Uint8Array(28 * 28 * 3).fill(128) };
+    const withImage: Episode = {
+      ...episode,
+      observations: [{ role: "user", content: [{ type: "text", text: "the extracted valid action is ['left']\n" }, { type: "image", image }, { type: "text", text: "Decide" }] }],
+      replies: ["<answer>Up</answer>"],
+    };
+    const [sample] = episodeSamples(withImage, "observation_only", codec, replies);
+    const text = tokenizer.decode(sample!.tokenIds);
+    expect(text).toMatch(/^<\|im_start\|>system\nYou are a helpful assistant\.<\|im_end\|>\n<\|im_start\|>user\n<\|vision_start\|>(<\|image_pad\|>)+<\|vision_end\|><\|im_end\|>\n<\|im_start\|>assistant\n<answer>Up<\/answer><\|im_end\|>\n$/);
+    // no_concat keeps the env's words.
+    expect(tokenizer.decode(episodeSamples({ ...withImage, system: episode.system }, "no_concat", codec, replies)[0]!.tokenIds)).toContain("Decide");
+  });
+
   test("concat: one sample holding every turn, every reply trained; the last observation is left out", () => {
     const samples = episodeSamples(episode, "concat", codec, replies);
     expect(samples).toHaveLength(1);
