@@ -11,7 +11,8 @@
  * Options (JSON): seconds, steps, episodes, random, careless (share of careless-solver
  * episodes), lr, batch, render (vision|text), size,
  * p, evalEvery, valEpisodes, heldOut, seed, device, wd, spec (TinyQwenSpec fields), freeze
- * (weight-name prefixes left untrained).
+ * (weight-name prefixes left untrained), visionLr (train the vision tower and merger by their own
+ * AdamW at this lr).
  */
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -67,9 +68,14 @@ function exactReplies(samples: readonly ConversationRecord[]): number {
 
 // `freeze`: weight-name prefixes left untrained (e.g. "visual." for the vision tower).
 const frozen = (name: string) => (o.freeze as string[] | undefined)?.some((prefix) => name.startsWith(prefix)) ?? false;
-const params = [...chat.model.weights].filter(([name]) => !frozen(name)).map(([, w]) => w);
-for (const p of params) p.requiresGrad_(true);
+// `visionLr`: the vision tower and merger trained by their own AdamW at this lr.
+const isVision = (name: string) => name.startsWith("visual.");
+const separateVision = o.visionLr !== undefined;
+const params = [...chat.model.weights].filter(([name]) => !frozen(name) && !(separateVision && isVision(name))).map(([, w]) => w);
+const visionParams = separateVision ? [...chat.model.weights].filter(([name]) => isVision(name)).map(([, w]) => w) : [];
+for (const p of [...params, ...visionParams]) p.requiresGrad_(true);
 const opt = new torch.optim.AdamW(params, { lr: o.lr, weightDecay: o.wd });
+const visionOpt = separateVision ? new torch.optim.AdamW(visionParams, { lr: o.visionLr, weightDecay: o.wd }) : undefined;
 const rng = new Rng(o.seed, 3);
 let step = 0;
 let trainSeconds = 0;
@@ -84,22 +90,23 @@ while (trainSeconds < o.seconds && step < o.steps) {
     out.lossSum.div(tokens).backward();
     losses.push(out.lossSum.item() / tokens);
   });
-  const withGrad = params.filter((p) => { const g = p.grad; g?.dispose(); return g !== undefined; });
+  const withGrad = [...params, ...visionParams].filter((p) => { const g = p.grad; g?.dispose(); return g !== undefined; });
   torch.optim.clipGradNorm(withGrad, 1.0).dispose();
-  torch.noGrad(() => opt.step());
+  torch.noGrad(() => { opt.step(); visionOpt?.step(); });
   opt.zeroGrad();
+  visionOpt?.zeroGrad();
   step++;
   trainSeconds += (performance.now() - stepStart) / 1000;
   if (step % o.evalEvery === 0) {
-    for (const p of params) p.requiresGrad_(false);
+    for (const p of [...params, ...visionParams]) p.requiresGrad_(false);
     const acc = exactReplies(held);
-    for (const p of params) p.requiresGrad_(true);
+    for (const p of [...params, ...visionParams]) p.requiresGrad_(true);
     const loss = losses.reduce((a, b) => a + b, 0) / losses.length;
     losses = [];
     console.log(JSON.stringify({ step, s: Math.round(trainSeconds), loss: +loss.toFixed(4), held_exact: +acc.toFixed(3) }));
   }
 }
-for (const p of params) { p.grad = undefined; p.requiresGrad_(false); }
+for (const p of [...params, ...visionParams]) { p.grad = undefined; p.requiresGrad_(false); }
 saveCheckpoint(chat, join(root, "base"), join(root, "sft"));
 const steps_s = step / trainSeconds;
 chat.dispose();

@@ -32,7 +32,7 @@ test(
         device: "cpu",
         algorithm: "gigpo",
         runDir,
-        recipe: { sftEpisodes: 24, sftEpochs: 1, rlSteps: 2, rlBatch: 2, rlGroup: 4, valEpisodes: 4 },
+        recipe: { sftEpisodes: 24, sftCarelessProb: 0.5, sftEpochs: 1, rlSteps: 2, rlBatch: 2, rlGroup: 4, valEpisodes: 4 },
       },
       (e) => events.push(e),
     );
@@ -45,7 +45,8 @@ test(
     }
     expect(events.filter((e) => e.type === "phase").map((e) => (e as { phase: string }).phase)).toEqual(["base", "sft", "rl", "done"]);
     const sftLine = events.find((e) => e.type === "phase" && e.phase === "sft") as { message: string };
-    expect(sftLine.message).toContain("careless solver");
+    // The recipe here asks for careless demonstrations too (the CPU recipe has none).
+    expect(sftLine.message).toContain("50% of them by a careless solver");
     // The warm start and the base policy are model directories; the run is the trainer's.
     for (const dir of ["base", join("sft", "final")]) expect(existsSync(join(runDir, dir, "model.safetensors"))).toBe(true);
     const metrics = readFileSync(join(runDir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>);
