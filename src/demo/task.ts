@@ -60,7 +60,7 @@ export async function writeDemoBaseModel(dir: string, task: DemoTask, opts: { se
   const spec = opts.spec ?? DEMO_MODEL_SPEC;
   const episodes = await solverEpisodes(demoSolverData(task, 16, 0.3), { seed: opts.seed });
   // The chat template's default system line opens every sample: learned as a whole, it
-  // is a handful of tokens instead of twenty byte pairs.
+  // is eleven tokens instead of twenty.
   const corpus = Array<string>(16).fill("system\nYou are a helpful assistant.\nuser\nassistant\n");
   for (const e of episodes) {
     corpus.push(messageText(e.system), ...e.observations.map(messageText), ...e.replies);
