@@ -54,6 +54,14 @@ export const SolverDataConfig = v.strictObject({
 });
 export type SolverDataConfig = v.InferOutput<typeof SolverDataConfig>;
 
+/** What is wrong with `solver`'s careless share, if anything: only FrozenLake has a careless solver. */
+export function carelessSolverProblem(solver: SolverDataConfig): string | undefined {
+  if (solver.careless_episode_prob > 0 && solver.env !== "FrozenLake") {
+    return `got ${solver.careless_episode_prob}, expected 0 (only FrozenLake has a careless solver)`;
+  }
+  return undefined;
+}
+
 export const SftDataConfig = v.strictObject({
   layout: v.optional(v.picklist(SAMPLE_LAYOUTS, "concat, no_concat or observation_only"), "no_concat"),
   solver: v.optional(SolverDataConfig),
@@ -117,10 +125,8 @@ export function checkSftConfig(config: SftConfig, file = "sft config"): SftConfi
   if (!config.data.solver && config.data.eval_dirs.length === 0) {
     throw new VagenError(`${file}: key "data": no trajectories: give data.solver, data.eval_dirs, or both`);
   }
-  const solver = config.data.solver;
-  if (solver && solver.careless_episode_prob > 0 && solver.env !== "FrozenLake") {
-    throw new VagenError(`${file}: key "data.solver.careless_episode_prob": got ${solver.careless_episode_prob}, expected 0 (only FrozenLake has a careless solver)`);
-  }
+  const careless = config.data.solver && carelessSolverProblem(config.data.solver);
+  if (careless) throw new VagenError(`${file}: key "data.solver.careless_episode_prob": ${careless}`);
   if (config.train.batch_size % config.train.micro_batch_size !== 0 && config.train.micro_batch_size < config.train.batch_size) {
     throw new VagenError(
       `${file}: key "train.micro_batch_size": ${config.train.micro_batch_size} does not divide train.batch_size ${config.train.batch_size}`,

@@ -27,7 +27,7 @@ import { Rng } from "../core/rng.ts";
 import { observationToMessage, reportedSuccess } from "../harness/observation.ts";
 import { createHarness } from "../harness/registry.ts";
 import { readPng } from "../models/image-io.ts";
-import type { SolverDataConfig } from "./config.ts";
+import { carelessSolverProblem, type SolverDataConfig } from "./config.ts";
 
 /** One episode as the agent lived it. `observations.length` is `replies.length + 1`. */
 export interface Episode {
@@ -109,9 +109,9 @@ class SolverClient implements InferenceClient {
  * observation, and samples.ts frames them for the harness the policy will run under.
  */
 export async function solverEpisodes(config: SolverDataConfig, opts: { seed: number }): Promise<Episode[]> {
-  if (config.careless_episode_prob > 0 && config.env !== "FrozenLake") {
-    throw new VagenError(`data.solver.careless_episode_prob: got ${config.careless_episode_prob}, expected 0 (only FrozenLake has a careless solver)`);
-  }
+  // Configs from files were checked already (checkSftConfig); this guards built ones.
+  const careless = carelessSolverProblem(config);
+  if (careless) throw new VagenError(`data.solver.careless_episode_prob: ${careless}`);
   const harness = await createHarness("no_concat", {});
   const episodes: Episode[] = [];
   const rng = new Rng(opts.seed, 7);

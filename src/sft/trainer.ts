@@ -20,10 +20,10 @@ import { resolveDevice } from "../engine/load.ts";
 import type { ConversationRecord } from "../models/conversation.ts";
 import { Qwen25VLChatModel } from "../models/qwen2_5_vl/chat-model.ts";
 import { Qwen25VLConversationCodec } from "../models/qwen2_5_vl/conversation-codec.ts";
+import { trainableWeights } from "../training/update.ts";
 import type { SftConfig } from "./config.ts";
 import { evalEpisodes, solverEpisodes, type Episode } from "./episodes.ts";
 import { batchLoss } from "./loss.ts";
-import { trainableWeights } from "../training/update.ts";
 import { episodeSamples } from "./samples.ts";
 
 export type SftEvent =
