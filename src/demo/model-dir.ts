@@ -33,7 +33,10 @@ export interface TinyQwenSpec {
    * Base of the decoder's rotary frequencies. Qwen's 10^6 is for 128-dim heads over long
    * contexts; with small heads the height and width sections of M-RoPE would then turn by
    * a few thousandths of a radian per board cell, leaving attention blind to where a cell
-   * is. A small base gives those sections whole fractions of a radian per cell.
+   * is. A small base gives those sections whole fractions of a radian per cell; the demo's
+   * base of 1 turns every frequency by one radian per cell, so a cell's neighbours (1
+   * radian away) and the cells two or three over (2 and 3 radians) are far apart for
+   * attention (docs/demo.md measures 1 against 10, 3, 2 and 0.3).
    */
   ropeTheta: number;
   initializerRange: number;
@@ -55,7 +58,7 @@ export const DEMO_MODEL_SPEC: TinyQwenSpec = {
   visionIntermediate: 128,
   // 112 x 112 = 12544; a little headroom so smart_resize's floor lands on 112, not 84.
   maxPixels: 12_700,
-  ropeTheta: 10,
+  ropeTheta: 1,
   initializerRange: 0.02,
 };
 

@@ -54,7 +54,8 @@ export interface DemoRecipe {
  * The warm start imitates BFS demonstrations with a tenth of the moves random for 12
  * epochs: it learns the format and to walk toward the goal, and not yet to step around a
  * hole next to it (its failures are moves into such holes: docs/demo.md). GiGPO then
- * compares the moves tried from the same board state, which is where that is learned.
+ * compares the moves tried from the same board state; from this warm start it lifts the
+ * policy by 0 to 0.07, short of the issue's 0.9 (docs/demo.md).
  */
 export const CPU_RECIPE: DemoRecipe = {
   spec: { ...DEMO_MODEL_SPEC, textHidden: 64, textLayers: 3, textHeads: 2, textKvHeads: 1, textIntermediate: 192, initializerRange: 0.1 },
@@ -74,7 +75,8 @@ export const CPU_RECIPE: DemoRecipe = {
 
 /**
  * On CUDA: the same recipe with a 2.5x larger policy (a 128-wide, 4-layer decoder). It
- * is not better yet: measured on an H200, 0.73 -> 0.73 (docs/demo.md).
+ * is not better yet: measured on an H200 with the decoder's earlier rotary base of 10,
+ * 0.73 -> 0.73 (docs/demo.md).
  */
 export const CUDA_RECIPE: DemoRecipe = {
   ...CPU_RECIPE,
@@ -144,9 +146,11 @@ export function trainConfig(
     rollout: { n: recipe.rlGroup, temperature: 1.0, use_engine_logprobs: true },
     algorithm:
       opts.algorithm === "gigpo"
-        ? // GiGPO's own defaults (gamma 0.95, omega 1) with its std-normalised mode: a turn that
-          // walks into a hole is told apart from the other moves tried on the same board.
-          { adv_estimator: "gigpo", gamma: 0.95, step_advantage_w: 1.0, gigpo_mode: "mean_std_norm" }
+        ? // GiGPO's own defaults (gamma 0.95, omega 1): a turn that walks into a hole is told
+          // apart from the other moves tried on the same board. Advantages are centred, not
+          // divided by the group's spread: dividing blows the small return differences of two
+          // safe paths (0.95^3 against 0.95^5) up to the size of a fall into a hole.
+          { adv_estimator: "gigpo", gamma: 0.95, step_advantage_w: 1.0, gigpo_mode: "mean_norm" }
         : { adv_estimator: DEMO_ALGORITHMS[opts.algorithm], gamma: 1.0, lam: 1.0 },
     // Cosine decay to zero over the run: at a constant lr the late steps' noise undid part
     // of the lift (docs/demo.md).

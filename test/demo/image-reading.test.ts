@@ -11,7 +11,7 @@
  * RoPE in the vision tower, M-RoPE's height and width sections in the decoder). Width
  * takes a head's lowest frequencies, so the decoder's rotary base decides how far apart
  * two columns are: with base 2 (16-dim heads: 0.55-0.65 rad per cell) this is learned in
- * ~50 steps; with the demo's 10 (0.13-0.24 rad) accuracy was 0.67 after 60 (loss 0.68;
+ * ~50 steps; with base 10 (0.13-0.24 rad) accuracy was 0.67 after 60 (loss 0.68;
  * docs/demo.md has the 4x4 version and base 1000).
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
