@@ -73,7 +73,8 @@ const isVision = (name: string) => name.startsWith("visual.");
 const separateVision = o.visionLr !== undefined;
 const params = [...chat.model.weights].filter(([name]) => !frozen(name) && !(separateVision && isVision(name))).map(([, w]) => w);
 const visionParams = separateVision ? [...chat.model.weights].filter(([name]) => isVision(name)).map(([, w]) => w) : [];
-for (const p of [...params, ...visionParams]) p.requiresGrad_(true);
+const trained = [...params, ...visionParams];
+for (const p of trained) p.requiresGrad_(true);
 const opt = new torch.optim.AdamW(params, { lr: o.lr, weightDecay: o.wd });
 const visionOpt = separateVision ? new torch.optim.AdamW(visionParams, { lr: o.visionLr, weightDecay: o.wd }) : undefined;
 const rng = new Rng(o.seed, 3);
@@ -90,7 +91,7 @@ while (trainSeconds < o.seconds && step < o.steps) {
     out.lossSum.div(tokens).backward();
     losses.push(out.lossSum.item() / tokens);
   });
-  const withGrad = [...params, ...visionParams].filter((p) => { const g = p.grad; g?.dispose(); return g !== undefined; });
+  const withGrad = trained.filter((p) => { const g = p.grad; g?.dispose(); return g !== undefined; });
   torch.optim.clipGradNorm(withGrad, 1.0).dispose();
   torch.noGrad(() => { opt.step(); visionOpt?.step(); });
   opt.zeroGrad();
@@ -98,15 +99,15 @@ while (trainSeconds < o.seconds && step < o.steps) {
   step++;
   trainSeconds += (performance.now() - stepStart) / 1000;
   if (step % o.evalEvery === 0) {
-    for (const p of [...params, ...visionParams]) p.requiresGrad_(false);
+    for (const p of trained) p.requiresGrad_(false);
     const acc = exactReplies(held);
-    for (const p of [...params, ...visionParams]) p.requiresGrad_(true);
+    for (const p of trained) p.requiresGrad_(true);
     const loss = losses.reduce((a, b) => a + b, 0) / losses.length;
     losses = [];
     console.log(JSON.stringify({ step, s: Math.round(trainSeconds), loss: +loss.toFixed(4), held_exact: +acc.toFixed(3) }));
   }
 }
-for (const p of [...params, ...visionParams]) { p.grad = undefined; p.requiresGrad_(false); }
+for (const p of trained) { p.grad = undefined; p.requiresGrad_(false); }
 saveCheckpoint(chat, join(root, "base"), join(root, "sft"));
 const steps_s = step / trainSeconds;
 chat.dispose();
