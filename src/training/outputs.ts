@@ -45,10 +45,15 @@ export class MetricsLog {
 }
 
 /** The first `count` episodes of a step, as `vagen eval` writes episodes. */
-export function dumpEpisodes(dir: string, episodes: readonly RolloutEpisode[], count: number, ctx: { tags: Map<RolloutEpisode, string>; model: string }): void {
+export function dumpEpisodes(
+  dir: string,
+  episodes: readonly RolloutEpisode[],
+  count: number,
+  ctx: { tags: Map<RolloutEpisode, string>; model: string; maxTurns: (tag: string) => number },
+): void {
   episodes.slice(0, count).forEach((episode, i) => {
     const tag = ctx.tags.get(episode) ?? episode.item.env;
-    const metrics = episodeMetrics(episode.record, { envName: episode.item.env, tag, model: ctx.model, maxTurns: episode.record.turns.length, envConfig: episode.item.config ?? {} });
+    const metrics = episodeMetrics(episode.record, { envName: episode.item.env, tag, model: ctx.model, maxTurns: ctx.maxTurns(tag), envConfig: episode.item.config ?? {} });
     writeEpisode(join(dir, `${String(i).padStart(3, "0")}_${tag}_seed${episode.item.seed}_traj${episode.trajIndex}`), metrics, episode.record);
   });
 }

@@ -596,7 +596,11 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
       for (const w of troubleSigns(metrics)) emit({ type: "warning", step: current, ...w });
 
       if (roll.episodes.length && trainer.log_episodes > 0) {
-        dumpEpisodes(join(outputDir, "rollouts", `step_${current}`), roll.episodes, trainer.log_episodes, { tags: roll.tags, model: config.model.model_dir });
+        dumpEpisodes(join(outputDir, "rollouts", `step_${current}`), roll.episodes, trainer.log_episodes, {
+          tags: roll.tags,
+          model: config.model.model_dir,
+          maxTurns: (tag) => data.train[tag]?.max_turns ?? Number.NaN,
+        });
       }
       if (trainer.dump_batches) {
         const meta = { estimator: estimator.spec.name, step: current, ...dumpedParams(estimator) };

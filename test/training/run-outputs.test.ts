@@ -41,7 +41,7 @@ describe("a run's outputs", () => {
       let text = "";
       const view = trainLogRenderer({ write: (t: string) => (text += t) });
       await runTraining(
-        await loadTrainConfig(CONFIG, [`trainer.output_dir=${dir}`, "trainer.total_steps=2", "trainer.test_freq=2", "trainer.dump_batches=true", "trainer.log_episodes=2", "trainer.tensorboard=true", "algorithm.adv_estimator=bi_level_gae", "algorithm.gamma_turn=0.9"]),
+        await loadTrainConfig(CONFIG, [`trainer.output_dir=${dir}`, "trainer.total_steps=2", "trainer.test_freq=2", "trainer.dump_batches=true", "trainer.log_episodes=2", "trainer.tensorboard=true", "algorithm.adv_estimator=bi_level_gae", "algorithm.gamma_turn=0.9", "data.train.digit.max_turns=3"]),
         { onEvent: (e) => (events.push(e), view(e)) },
       );
       expect(existsSync(join(dir, "config.yaml"))).toBe(true);
@@ -60,7 +60,10 @@ describe("a run's outputs", () => {
       expect(scalars[0]!.scalars["actor/pg_loss"]).toBeCloseTo(steps[0]!["actor/pg_loss"]!, 6);
 
       expect(readdirSync(join(dir, "rollouts", "step_1")).length).toBe(2);
-      expect(existsSync(join(dir, "rollouts", "step_1", readdirSync(join(dir, "rollouts", "step_1"))[0]!, "transcript.md"))).toBe(true);
+      const episodeDir = join(dir, "rollouts", "step_1", readdirSync(join(dir, "rollouts", "step_1"))[0]!);
+      expect(existsSync(join(episodeDir, "transcript.md"))).toBe(true);
+      // The configured turn limit, not the turns this episode happened to take (one: a digit is answered once).
+      expect(JSON.parse(readFileSync(join(episodeDir, "metrics.json"), "utf8"))).toMatchObject({ max_turns: 3, num_turns: 1 });
 
       const lines = readFileSync(join(dir, "batches", "step_1.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
       expect(lines[0].meta).toMatchObject({ estimator: "bi_level_gae", gamma_turn: 0.9, lambda_turn: 0.95, lambda_token: 1, bi_level_mix: 0.75, gamma: 1, lam: 1, norm_adv_by_std_in_grpo: true });
