@@ -70,16 +70,27 @@ export function batchLoss(model: Qwen25VLModel, imageOptions: ImageProcessorOpti
 /**
  * A supervised run shows each sample's images every epoch; resizing and patching them
  * again each time costs more than the vision tower. Samples are built once and never
- * changed, so their images' patches are kept for as long as the images live.
+ * changed, so their images' patches are kept, up to a budget: float patches are several
+ * times the image's own bytes, and a cache that held every sample's took ~1 MB a sample
+ * (12 GB for 12k samples). Past the budget new images are patched each time they come;
+ * no eviction, because epochs visit samples in a cycle and an LRU would then never hit.
  */
+export const PATCH_CACHE_BUDGET_BYTES = 1 << 30;
+
 const patchCache = new WeakMap<RGBImage, { options: ImageProcessorOptions; processed: ProcessedImages }>();
+let patchCacheBytes = 0;
+const releaseCached = new FinalizationRegistry<number>((bytes) => (patchCacheBytes -= bytes));
 
 function processCached(images: readonly RGBImage[], options: ImageProcessorOptions): ProcessedImages {
   const parts = images.map((image) => {
     const hit = patchCache.get(image);
     if (hit !== undefined && hit.options === options) return hit.processed;
     const processed = processImages([image], options);
-    patchCache.set(image, { options, processed });
+    if (patchCacheBytes + processed.pixelValues.byteLength <= PATCH_CACHE_BUDGET_BYTES) {
+      patchCache.set(image, { options, processed });
+      patchCacheBytes += processed.pixelValues.byteLength;
+      releaseCached.register(image, processed.pixelValues.byteLength);
+    }
     return processed;
   });
   if (parts.length === 1) return parts[0]!;
