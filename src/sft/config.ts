@@ -43,6 +43,12 @@ export const SolverDataConfig = v.strictObject({
   max_turns: v.optional(positiveInt("max_turns"), 8),
   /** Chance that a move is uniformly random instead of the solver's: imperfect demonstrations. */
   random_action_prob: v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(1, "random_action_prob <= 1")), 0),
+  /**
+   * Which moves a random move is drawn from: `any` of the env's actions, or (FrozenLake
+   * only) `safe` ones, onto another ice tile or the goal, never into a hole or the edge:
+   * demonstrations that wander but always step around holes.
+   */
+  random_moves: v.optional(v.picklist(["any", "safe"], "any or safe"), "any"),
   /** Moves written per answer (up to the env's max_actions_per_step). */
   actions_per_turn: v.optional(positiveInt("actions_per_turn"), 1),
   /**
@@ -54,11 +60,16 @@ export const SolverDataConfig = v.strictObject({
 });
 export type SolverDataConfig = v.InferOutput<typeof SolverDataConfig>;
 
-/** What is wrong with `solver`'s careless share, if anything: only FrozenLake has a careless solver. */
-export function carelessSolverProblem(solver: SolverDataConfig): string | undefined {
-  if (solver.careless_episode_prob > 0 && solver.env !== "FrozenLake") {
-    return `got ${solver.careless_episode_prob}, expected 0 (only FrozenLake has a careless solver)`;
+/**
+ * What is wrong with `solver`'s FrozenLake-only settings outside FrozenLake, if anything:
+ * the key and the message (only FrozenLake has a careless solver and safe random moves).
+ */
+export function frozenLakeOnlyProblem(solver: SolverDataConfig): { key: string; message: string } | undefined {
+  if (solver.env === "FrozenLake") return undefined;
+  if (solver.careless_episode_prob > 0) {
+    return { key: "careless_episode_prob", message: `got ${solver.careless_episode_prob}, expected 0 (only FrozenLake has a careless solver)` };
   }
+  if (solver.random_moves === "safe") return { key: "random_moves", message: `got "safe", expected "any" (only FrozenLake knows which moves are safe)` };
   return undefined;
 }
 
@@ -91,6 +102,12 @@ export const SftTrainConfig = v.strictObject({
   micro_batch_size: v.optional(positiveInt("micro_batch_size"), 16),
   /** Stop after this many optimizer steps (0 = run every epoch). */
   max_steps: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0)), 0),
+  /**
+   * Stop once the mean training loss of the last `STOP_LOSS_WINDOW` (10) steps is below
+   * this (0 = never): a warm start trained to a given fit of the data rather than a given
+   * number of steps, which from one seed to the next reach very different fits early on.
+   */
+  stop_below_loss: v.optional(v.pipe(v.number(), v.minValue(0)), 0),
   /** Write a checkpoint after every epoch (the final one is always written). */
   save_every_epoch: v.optional(v.boolean(), false),
   /**
@@ -125,8 +142,8 @@ export function checkSftConfig(config: SftConfig, file = "sft config"): SftConfi
   if (!config.data.solver && config.data.eval_dirs.length === 0) {
     throw new VagenError(`${file}: key "data": no trajectories: give data.solver, data.eval_dirs, or both`);
   }
-  const careless = config.data.solver && carelessSolverProblem(config.data.solver);
-  if (careless) throw new VagenError(`${file}: key "data.solver.careless_episode_prob": ${careless}`);
+  const frozenLakeOnly = config.data.solver && frozenLakeOnlyProblem(config.data.solver);
+  if (frozenLakeOnly) throw new VagenError(`${file}: key "data.solver.${frozenLakeOnly.key}": ${frozenLakeOnly.message}`);
   if (config.train.batch_size % config.train.micro_batch_size !== 0 && config.train.micro_batch_size < config.train.batch_size) {
     throw new VagenError(
       `${file}: key "train.micro_batch_size": ${config.train.micro_batch_size} does not divide train.batch_size ${config.train.batch_size}`,

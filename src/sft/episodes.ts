@@ -4,8 +4,9 @@
  *
  * - Solver episodes: the env is played through the real harness loop, with a client that
  *   answers from a solver (BFS for FrozenLake and Sokoban) instead of a model; a share of
- *   the moves is uniformly random, and on FrozenLake a share of the episodes can come from
- *   a careless solver blind to holes, so demonstrations can be imperfect on purpose.
+ *   the moves is random (on FrozenLake optionally only safe moves, never into a hole), and
+ *   on FrozenLake a share of the episodes can come from a careless solver blind to holes,
+ *   so demonstrations can be imperfect on purpose.
  * - Eval episodes: the folders `vagen eval` writes (messages.json with its PNGs, and
  *   metrics.json for the outcome).
  *
@@ -16,6 +17,7 @@ import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Env } from "../../envs/_common/types.ts";
 import { FrozenLakeEnv } from "../../envs/frozenlake/env.ts";
+import { moveFrom } from "../../envs/frozenlake/dynamics.ts";
 import { FL_ACTIONS, shortestPath } from "../../envs/frozenlake/map.ts";
 import { SokobanEnv } from "../../envs/sokoban/env.ts";
 import { ACTIONS as SOKOBAN_ACTIONS } from "../../envs/sokoban/room.ts";
@@ -27,7 +29,7 @@ import { Rng } from "../core/rng.ts";
 import { observationToMessage, reportedSuccess } from "../harness/observation.ts";
 import { createHarness } from "../harness/registry.ts";
 import { readPng } from "../models/image-io.ts";
-import { carelessSolverProblem, type SolverDataConfig } from "./config.ts";
+import { frozenLakeOnlyProblem, type SolverDataConfig } from "./config.ts";
 
 /** One episode as the agent lived it. `observations.length` is `replies.length + 1`. */
 export interface Episode {
@@ -46,6 +48,8 @@ interface SolverEnv {
   env: Env;
   planner: Planner;
   actions: readonly string[];
+  /** The moves from the current state onto ice or the goal (FrozenLake only). */
+  safeActions?: () => string[];
 }
 
 function solverEnv(config: SolverDataConfig, careless: boolean): SolverEnv {
@@ -58,7 +62,15 @@ function solverEnv(config: SolverDataConfig, careless: boolean): SolverEnv {
       const board = careless ? at.desc.map((row) => row.replaceAll("H", "F")) : at.desc;
       return shortestPath(board, [at.row, at.col]) ?? [];
     };
-    return { env, planner, actions: FL_ACTIONS };
+    const safeActions = () => {
+      const at = env.current;
+      if (!at) return [];
+      return FL_ACTIONS.filter((action) => {
+        const [row, col] = moveFrom(at.desc, at.row, at.col, action);
+        return (row !== at.row || col !== at.col) && at.desc[row]![col] !== "H";
+      });
+    };
+    return { env, planner, actions: FL_ACTIONS, safeActions };
   }
   const env = new SokobanEnv(config.config);
   const planner = () => {
@@ -95,11 +107,18 @@ class SolverClient implements InferenceClient {
       if (planned === undefined && i > 0) break;
       const random = planned === undefined || this.rng.next() < this.config.random_action_prob;
       // After a random move the rest of the plan no longer applies: end the answer there.
-      moves.push(random ? this.solver.actions[this.rng.int(this.solver.actions.length)]! : planned!);
+      moves.push(random ? this.randomMove() : planned!);
       if (random) break;
     }
     const text = `<answer>${moves.map(actionWord).join(this.separator)}</answer>`;
     return { text, finishReason: "stop", usage: { promptTokens: 0, completionTokens: 0 } };
+  }
+
+  private randomMove(): string {
+    const safe = this.config.random_moves === "safe" ? this.solver.safeActions?.() : undefined;
+    // A player boxed in by holes and edges has no safe move: it takes any.
+    const from = safe?.length ? safe : this.solver.actions;
+    return from[this.rng.int(from.length)]!;
   }
 }
 
@@ -110,8 +129,8 @@ class SolverClient implements InferenceClient {
  */
 export async function solverEpisodes(config: SolverDataConfig, opts: { seed: number }): Promise<Episode[]> {
   // Configs from files were checked already (checkSftConfig); this guards built ones.
-  const careless = carelessSolverProblem(config);
-  if (careless) throw new VagenError(`data.solver.careless_episode_prob: ${careless}`);
+  const frozenLakeOnly = frozenLakeOnlyProblem(config);
+  if (frozenLakeOnly) throw new VagenError(`data.solver.${frozenLakeOnly.key}: ${frozenLakeOnly.message}`);
   const harness = await createHarness("no_concat", {});
   const episodes: Episode[] = [];
   const rng = new Rng(opts.seed, 7);

@@ -32,6 +32,8 @@ export type SftEvent =
   /** One optimizer step. `loss` is the mean over the step's trained tokens. */
   | { type: "step"; step: number; totalSteps: number; epoch: number; loss: number; tokenAccuracy: number; lr: number; gradNorm: number }
   | { type: "checkpoint"; step: number; dir: string }
+  /** `train.stop_below_loss` was reached: the mean loss of the last steps, and the limit. */
+  | { type: "stopped_early"; step: number; meanLoss: number; below: number }
   | { type: "finished"; steps: number; finalDir: string; seconds: number };
 
 export interface SftResult {
@@ -104,11 +106,13 @@ export function trainOnSamples(
   const rng = new Rng(config.seed, 11);
   let step = 0;
   let epochLosses: number[] = [];
+  const recentLosses: number[] = [];
+  let stopped = false;
   try {
-    for (let epoch = 1; epoch <= train.epochs && step < totalSteps; epoch++) {
+    for (let epoch = 1; epoch <= train.epochs && step < totalSteps && !stopped; epoch++) {
       epochLosses = [];
       const order = shuffled([...samples.keys()], rng);
-      for (let start = 0; start < order.length && step < totalSteps; start += train.batch_size) {
+      for (let start = 0; start < order.length && step < totalSteps && !stopped; start += train.batch_size) {
         const batch = order.slice(start, start + train.batch_size).map((i) => samples[i]!);
         const { loss, accuracy } = accumulateGradients(chat, batch, train.micro_batch_size, train.label_smoothing);
         const gradNorm = optim.grad_clip > 0 ? clippedNorm(params, optim.grad_clip) : 0;
@@ -119,6 +123,13 @@ export function trainOnSamples(
         step++;
         epochLosses.push(loss);
         onEvent({ type: "step", step, totalSteps, epoch, loss, tokenAccuracy: accuracy, lr, gradNorm });
+        recentLosses.push(loss);
+        if (recentLosses.length > STOP_LOSS_WINDOW) recentLosses.shift();
+        const meanLoss = recentLosses.reduce((a, b) => a + b, 0) / recentLosses.length;
+        if (train.stop_below_loss > 0 && recentLosses.length === STOP_LOSS_WINDOW && meanLoss < train.stop_below_loss) {
+          stopped = true;
+          onEvent({ type: "stopped_early", step, meanLoss, below: train.stop_below_loss });
+        }
       }
       if (train.save_every_epoch && step < totalSteps) {
         const dir = join(config.output_dir, "checkpoints", `epoch_${epoch}`);
@@ -136,6 +147,9 @@ export function trainOnSamples(
   const finalLoss = epochLosses.reduce((a, b) => a + b, 0) / Math.max(1, epochLosses.length);
   return { steps: step, finalLoss };
 }
+
+/** Steps whose mean loss `train.stop_below_loss` is compared with. */
+export const STOP_LOSS_WINDOW = 10;
 
 /** Forward and backward over a batch's micro-batches; the gradients are the token-mean's. */
 function accumulateGradients(chat: Qwen25VLChatModel, batch: readonly ConversationRecord[], microBatchSize: number, labelSmoothing: number): { loss: number; accuracy: number } {

@@ -76,7 +76,7 @@ export function train(probe: Probe, samples: readonly ConversationRecord[], opts
       model_dir: "",
       output_dir: "",
       optim: { lr: opts.lr, weight_decay: 0, grad_clip: 1.0, warmup_steps: 0, schedule: "constant" },
-      train: { epochs: 1_000_000, batch_size: opts.batchSize, micro_batch_size: opts.batchSize, max_steps: opts.steps, save_every_epoch: false, freeze_vision_tower: opts.freezeVision ?? false, label_smoothing: 0 },
+      train: { epochs: 1_000_000, batch_size: opts.batchSize, micro_batch_size: opts.batchSize, max_steps: opts.steps, save_every_epoch: false, freeze_vision_tower: opts.freezeVision ?? false, label_smoothing: 0, stop_below_loss: 0 },
     },
     (e) => {
       if (e.type === "step") {

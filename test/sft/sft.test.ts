@@ -63,6 +63,8 @@ describe("config", () => {
     expect(() => loadSftConfig(file, ["optim.learning_rate=1"])).toThrow(/optim\.learning_rate/);
     expect(() => loadSftConfig(file, ["data.solver.env=Chess"])).toThrow(/data\.solver\.env/);
     expect(() => loadSftConfig(file, ["data.solver.env=Sokoban", "data.solver.careless_episode_prob=0.5"])).toThrow(/data\.solver\.careless_episode_prob.*only FrozenLake/);
+    expect(() => loadSftConfig(file, ["data.solver.env=Sokoban", "data.solver.random_moves=safe"])).toThrow(/data\.solver\.random_moves.*only FrozenLake/);
+    expect(() => loadSftConfig(file, ["data.solver.random_moves=sure"])).toThrow(/random_moves/);
     expect(() => loadSftConfig(write({ ...base, data: {} }), [])).toThrow(/key "data": no trajectories/);
     expect(() => loadSftConfig(file, ["train.batch_size=16", "train.micro_batch_size=5"])).toThrow(/train\.micro_batch_size/);
   });
@@ -70,7 +72,7 @@ describe("config", () => {
 
 describe("episodes", () => {
   test("solver episodes without random moves reach the goal by a shortest path", async () => {
-    const episodes = await solverEpisodes({ env: "FrozenLake", config: FROZENLAKE_TEXT, episodes: 6, seed_start: 100, max_turns: 12, random_action_prob: 0, actions_per_turn: 1, careless_episode_prob: 0 }, { seed: 0 });
+    const episodes = await solverEpisodes({ env: "FrozenLake", config: FROZENLAKE_TEXT, episodes: 6, seed_start: 100, max_turns: 12, random_action_prob: 0, random_moves: "any" as const, actions_per_turn: 1, careless_episode_prob: 0 }, { seed: 0 });
     expect(episodes).toHaveLength(6);
     for (const [i, episode] of episodes.entries()) {
       expect(episode.success).toBe(true);
@@ -83,7 +85,7 @@ describe("episodes", () => {
   });
 
   test("random moves make some demonstrations worse, reproducibly", async () => {
-    const config = { env: "FrozenLake" as const, config: FROZENLAKE_TEXT, episodes: 24, seed_start: 0, max_turns: 8, random_action_prob: 0.5, actions_per_turn: 1, careless_episode_prob: 0 };
+    const config = { env: "FrozenLake" as const, config: FROZENLAKE_TEXT, episodes: 24, seed_start: 0, max_turns: 8, random_action_prob: 0.5, random_moves: "any" as const, actions_per_turn: 1, careless_episode_prob: 0 };
     const a = await solverEpisodes(config, { seed: 3 });
     const b = await solverEpisodes(config, { seed: 3 });
     expect(a.map((e) => e.replies)).toEqual(b.map((e) => e.replies));
@@ -91,8 +93,37 @@ describe("episodes", () => {
     expect(a.some((e) => e.success)).toBe(true);
   });
 
+  test("safe random moves wander but never step into a hole or against the edge", async () => {
+    const config = { env: "FrozenLake" as const, config: FROZENLAKE_TEXT, episodes: 40, seed_start: 300, max_turns: 8, random_action_prob: 0.6, random_moves: "safe" as const, actions_per_turn: 1, careless_episode_prob: 0 };
+    const episodes = await solverEpisodes(config, { seed: 1 });
+    let detours = 0;
+    for (const [i, episode] of episodes.entries()) {
+      const env = new FrozenLakeEnv(FROZENLAKE_TEXT);
+      await env.reset(300 + i);
+      const desc = env.current!.desc;
+      let [row, col] = [0, 0];
+      desc.forEach((line, r) => { if (line.includes("S")) [row, col] = [r, line.indexOf("S")]; });
+      for (const reply of episode.replies) {
+        const move = /<answer>(\w+)<\/answer>/.exec(reply)![1]!.toLowerCase() as FrozenLakeAction;
+        const before = shortestPath(desc, [row, col])!.length;
+        const [r, c] = moveFrom(desc, row, col, move);
+        // Every move lands on another tile, never a hole (the boards of this size leave every
+        // player a safe move); a move that is not the solver's is a detour.
+        expect([r, c]).not.toEqual([row, col]);
+        expect(desc[r]![c]).not.toBe("H");
+        if (desc[r]![c] !== "G" && shortestPath(desc, [r, c])!.length >= before) detours++;
+        [row, col] = [r, c];
+      }
+      // Out of turns or at the goal: a safe walker never falls.
+      expect(desc[row]![col] === "G" || episode.replies.length === 8).toBe(true);
+      expect(episode.success).toBe(desc[row]![col] === "G");
+    }
+    expect(detours).toBeGreaterThan(10);
+    await expect(solverEpisodes({ ...config, env: "Sokoban", config: { dim_room: [6, 6], num_boxes: 1, prompt_format: "no_think" }, episodes: 1 }, { seed: 0 })).rejects.toThrow(/random_moves/);
+  });
+
   test("a careless solver plans as if holes were ice: it walks into the holes on its path, and the rest of its episodes match the solver's", async () => {
-    const base = { env: "FrozenLake" as const, config: FROZENLAKE_TEXT, episodes: 40, seed_start: 200, max_turns: 8, random_action_prob: 0, actions_per_turn: 1 };
+    const base = { env: "FrozenLake" as const, config: FROZENLAKE_TEXT, episodes: 40, seed_start: 200, max_turns: 8, random_action_prob: 0, random_moves: "any" as const, actions_per_turn: 1 };
     const careless = await solverEpisodes({ ...base, careless_episode_prob: 1 }, { seed: 0 });
     let fell = 0;
     for (const [i, episode] of careless.entries()) {

@@ -31,6 +31,8 @@ export function sftEventLine(event: SftEvent): string {
       return `sft step ${event.step}/${event.totalSteps} (epoch ${event.epoch}): loss ${event.loss.toFixed(4)}, token accuracy ${event.tokenAccuracy.toFixed(3)}, lr ${event.lr.toExponential(2)}, grad norm ${event.gradNorm.toFixed(3)}`;
     case "checkpoint":
       return `sft checkpoint: ${event.dir}`;
+    case "stopped_early":
+      return `sft stopped at step ${event.step}: the mean loss of the last steps, ${event.meanLoss.toFixed(4)}, is below train.stop_below_loss ${event.below}`;
     case "finished":
       return `sft finished: ${event.steps} steps in ${event.seconds.toFixed(1)} s`;
   }
