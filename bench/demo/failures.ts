@@ -14,7 +14,7 @@
  *   bun bench/demo/failures.ts '{"evalDir":"/tmp/val","verbose":true}'
  *
  * Options (JSON): model, evalDir (where episodes are written or read; default a temporary
- * folder), episodes, render (vision|text), verbose.
+ * folder), episodes, render (vision|text), size and p (the boards: 4 and 0.8 unless given), verbose.
  */
 import { existsSync, mkdtempSync, readFileSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -25,8 +25,8 @@ import { findCell, shortestPath, type FrozenLakeAction } from "../../envs/frozen
 import { demoTask } from "../../src/demo/task.ts";
 import { validate } from "../../src/demo/validate.ts";
 
-const o = { model: "", evalDir: "", episodes: 128, render: "vision", verbose: false, ...JSON.parse(process.argv[2] ?? "{}") };
-const task = demoTask("frozenlake", o.render);
+const o = { model: "", evalDir: "", episodes: 128, render: "vision", size: 4, p: 0.8, verbose: false, ...JSON.parse(process.argv[2] ?? "{}") };
+const task = demoTask("frozenlake", o.render, { size: o.size, p: o.p });
 const evalDir: string = o.evalDir || mkdtempSync(join(tmpdir(), "demo-failures-"));
 if (!existsSync(join(evalDir, "frozenlake"))) {
   if (!o.model) throw new Error(`${evalDir} holds no episodes: give "model" (a model directory) to run them`);

@@ -9,7 +9,7 @@
  *   OMP_NUM_THREADS=1 bun bench/demo/sft-probe.ts '{"seconds":300,"random":0.1,"episodes":1024,"freeze":["visual."]}'
  *
  * Options (JSON): seconds, steps, episodes, random, careless (share of careless-solver
- * episodes), lr, batch, render (vision|text), size,
+ * episodes), randomMoves (any|safe), lr, batch, render (vision|text), size,
  * p, evalEvery, valEpisodes, heldOut, seed, device, wd, spec (TinyQwenSpec fields), freeze
  * (weight-name prefixes left untrained), visionLr (train the vision tower and merger by their own
  * AdamW at this lr).
@@ -33,12 +33,11 @@ import { saveCheckpoint } from "../../src/sft/trainer.ts";
 
 const o = {
   seconds: 120, episodes: 256, random: 0.35, lr: 2e-3, batch: 32, render: "vision", size: 4, p: 0.8,
-  evalEvery: 25, careless: 0, steps: 1e9, valEpisodes: 32, heldOut: 64, seed: 0, device: "cpu", wd: 0, spec: {} as Record<string, number>,
+  evalEvery: 25, careless: 0, randomMoves: "any", steps: 1e9, valEpisodes: 32, heldOut: 64, seed: 0, device: "cpu", wd: 0, spec: {} as Record<string, number>,
   ...JSON.parse(process.argv[2] ?? "{}"),
 };
 const spec = { ...DEMO_MODEL_SPEC, ...o.spec };
-const base = demoTask("frozenlake", o.render);
-const task = { ...base, envConfig: { ...base.envConfig, size: o.size, p: o.p } };
+const task = demoTask("frozenlake", o.render, { size: o.size, p: o.p });
 const root = mkdtempSync(join(tmpdir(), "sft-probe-"));
 const t0 = performance.now();
 const info = await writeDemoBaseModel(join(root, "base"), task, { seed: o.seed, spec });
@@ -46,7 +45,7 @@ torch.manualSeed(o.seed);
 const chat = Qwen25VLChatModel.load(join(root, "base"), { device: o.device, dtype: "f32" });
 const codec = new Qwen25VLConversationCodec(chat.processor);
 const replies = { encode: (t: string) => chat.tokenizer.encode(t), endOfTurnId: chat.tokenizer.tokenId("<|im_end|>") };
-const train = (await solverEpisodes(demoSolverData(task, o.episodes, o.random, o.careless), { seed: o.seed })).flatMap((e) => episodeSamples(e, task.harness, codec, replies));
+const train = (await solverEpisodes(demoSolverData(task, o.episodes, o.random, { carelessEpisodeProb: o.careless, randomMoves: o.randomMoves }), { seed: o.seed })).flatMap((e) => episodeSamples(e, task.harness, codec, replies));
 const heldEpisodes = await solverEpisodes({ ...demoSolverData(task, o.heldOut, 0), seed_start: task.valSeedStart }, { seed: o.seed });
 const held = heldEpisodes.flatMap((e) => episodeSamples(e, task.harness, codec, replies));
 console.log(JSON.stringify({ parameters: info.parameters, vocab: info.vocabSize, train: train.length, held: held.length, tokens: train[0]!.tokenIds.length, setup_s: (performance.now() - t0) / 1000 }));

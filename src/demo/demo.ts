@@ -1,12 +1,15 @@
 /**
  * `vagen demo`: watch an agent learn, on a laptop CPU, in minutes.
  *
- *   1. base policy  a Qwen2.5-VL-architecture model of about a million parameters, random
- *                   from a fixed seed, with a tokenizer learned on the task's own text
- *   2. sft          `vagen sft` on imperfect solver demonstrations (BFS with random moves):
- *                   it learns the answer format and something of the task, not all of it
- *   3. rl           `vagen train` (GRPO, or PPO with a critic) from the supervised policy;
- *                   validation on held-out seeds before the first step and after the last
+ *   1. base policy  a Qwen2.5-VL-architecture model of half a million parameters (a
+ *                   million on CUDA), random from a fixed seed, with a tokenizer learned
+ *                   on the task's own text
+ *   2. sft          a short `vagen sft` on imperfect solver demonstrations (BFS with
+ *                   random moves): it learns the answer format and something of the
+ *                   task, not all of it
+ *   3. rl           `vagen train` (GiGPO, GRPO, or PPO with a critic) from the supervised
+ *                   policy; validation on held-out seeds before the first step, half-way
+ *                   and after the last
  *
  * Everything lands in one run directory, the trainer's: config.yaml, metrics.jsonl,
  * TensorBoard events, rollouts/, checkpoints/ (so `vagen monitor` reads it), with base/
@@ -18,11 +21,12 @@ import { join } from "node:path";
 import { VagenError } from "../core/errors.ts";
 import * as torch from "../torch/index.ts";
 import { runSft, type SftEvent } from "../sft/trainer.ts";
+import type { SolverDataConfig } from "../sft/config.ts";
 import { checkTrainConfig } from "../training/config.ts";
 import type { TrainEvent } from "../training/events.ts";
 import { runTraining } from "../training/trainer.ts";
 import { registerObservationOnlyHarness } from "./harness.ts";
-import { carelessShare, demoRecipe, sftConfig, trainConfig, type DemoAlgorithm, type DemoRecipe } from "./recipe.ts";
+import { demoRecipe, sftConfig, trainConfig, type DemoAlgorithm, type DemoRecipe } from "./recipe.ts";
 import { demoTask, writeDemoBaseModel, type DemoEnv, type DemoRender } from "./task.ts";
 
 export interface DemoOptions {
@@ -61,12 +65,19 @@ export interface DemoSummary {
 
 const ALGORITHM_NAMES: Record<DemoAlgorithm, string> = { gigpo: "GiGPO", grpo: "GRPO", ppo: "PPO with a critic" };
 
+/** "512 solver episodes, 10% of moves random (safe ones)", as the demo's SFT phase line says it. */
+function demonstrations(solver: SolverDataConfig): string {
+  const careless = solver.careless_episode_prob > 0 ? `${Math.round(solver.careless_episode_prob * 100)}% of them by a careless solver blind to holes, ` : "";
+  const safe = solver.random_moves === "safe" ? " (safe ones: never into a hole or the edge)" : "";
+  return `${solver.episodes} solver episodes, ${careless}${Math.round(solver.random_action_prob * 100)}% of moves random${safe}`;
+}
+
 export async function runDemo(opts: DemoOptions, onEvent: (event: DemoEvent) => void = () => {}): Promise<DemoSummary> {
   const started = performance.now();
   registerObservationOnlyHarness();
   const clock = () => (performance.now() - started) / 1000;
-  const task = demoTask(opts.env, opts.render);
   const recipe = { ...demoRecipe(opts.device), ...opts.recipe };
+  const task = demoTask(opts.env, opts.render, recipe.frozenLakeBoard);
   const steps = opts.steps ?? recipe.rlSteps;
   if (!opts.device.startsWith("cuda") && recipe.cpuThreads) torch.setNumThreads(recipe.cpuThreads);
 
@@ -75,10 +86,9 @@ export async function runDemo(opts: DemoOptions, onEvent: (event: DemoEvent) => 
   const baseSeconds = clock();
   onEvent({ type: "phase", phase: "base", message: `base policy: Qwen2.5-VL architecture, ${(parameters / 1e6).toFixed(2)}M parameters, vocabulary ${vocabSize}, random from seed ${opts.seed} -> ${baseDir}` });
 
-  const share = carelessShare(task, recipe);
-  const careless = share > 0 ? `${Math.round(share * 100)}% of them by a careless solver blind to holes, ` : "";
-  onEvent({ type: "phase", phase: "sft", message: `sft: ${recipe.sftEpisodes} solver episodes on ${task.envName} (${opts.render}), ${careless}${Math.round(recipe.sftRandomActionProb * 100)}% of moves random` });
-  const sft = await runSft(sftConfig(task, recipe, { baseModelDir: baseDir, outputDir: join(opts.runDir, "sft"), seed: opts.seed, device: opts.device }), (event) =>
+  const sftSetup = sftConfig(task, recipe, { baseModelDir: baseDir, outputDir: join(opts.runDir, "sft"), seed: opts.seed, device: opts.device });
+  onEvent({ type: "phase", phase: "sft", message: `sft: ${demonstrations(sftSetup.data.solver!)} on ${task.envName} (${opts.render})` });
+  const sft = await runSft(sftSetup, (event) =>
     onEvent({ type: "sft", event }),
   );
   const sftSeconds = clock() - baseSeconds;

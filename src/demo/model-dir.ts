@@ -27,7 +27,7 @@ export interface TinyQwenSpec {
   visionDepth: number;
   visionHeads: number;
   visionIntermediate: number;
-  /** Largest image area the processor keeps (pixels); observations are resized to fit. */
+  /** Largest image area the processor keeps (pixels); observations are resized to fit. The demo sets it from its task. */
   maxPixels: number;
   /**
    * Base of the decoder's rotary frequencies. Qwen's 10^6 is for 128-dim heads over long
@@ -43,8 +43,9 @@ export interface TinyQwenSpec {
 }
 
 /**
- * The demo's default: about 1.6M parameters, a 4x4 FrozenLake board resized to 112 x 112
- * so each board cell is exactly one merged image token (2 x 2 patches of 14 px).
+ * The demo's base spec (the recipes narrow the decoder and size the images for their
+ * boards): about 1.6M parameters, a 4x4 FrozenLake board resized to 112 x 112 so each
+ * board cell is exactly one merged image token (2 x 2 patches of 14 px).
  */
 export const DEMO_MODEL_SPEC: TinyQwenSpec = {
   textHidden: 128,
@@ -56,11 +57,20 @@ export const DEMO_MODEL_SPEC: TinyQwenSpec = {
   visionDepth: 2,
   visionHeads: 2,
   visionIntermediate: 128,
-  // 112 x 112 = 12544; a little headroom so smart_resize's floor lands on 112, not 84.
-  maxPixels: 12_700,
+  maxPixels: oneTokenPerCell(4),
   ropeTheta: 1,
   initializerRange: 0.02,
 };
+
+/**
+ * The image processor's pixel budget that makes a `size` x `size` board's render exactly
+ * `size` x `size` merged image tokens, one per cell (28 px a cell: 2 x 2 patches of 14):
+ * smart_resize floors each side to a multiple of 28 under the budget, so one pixel of
+ * headroom per side keeps the floor on 28 * size.
+ */
+export function oneTokenPerCell(size: number): number {
+  return (28 * size + 1) ** 2;
+}
 
 /** M-RoPE section (temporal, height, width frequency pairs) for a head dim, in Qwen's 1:1.5:1.5 split. */
 export function mropeSection(headDim: number): [number, number, number] {

@@ -1,7 +1,8 @@
 /**
  * The demo's recipe as configs: the supervised phase is a valid `vagen sft` config and the
  * RL phase a `vagen train` config that passes every check the trainer makes before it
- * loads a model, for GRPO and for PPO, with seeds of the three phases kept apart.
+ * loads a model, for GRPO and for PPO, with seeds of the three phases kept apart; and each
+ * FrozenLake task's boards come to the policy as one image token a cell.
  */
 import { describe, expect, test } from "bun:test";
 import * as v from "valibot";
@@ -11,13 +12,28 @@ import { demoTask } from "../../src/demo/task.ts";
 import { checkSftConfig, SftConfig } from "../../src/sft/config.ts";
 import { checkTrainConfig } from "../../src/training/config.ts";
 import { createHarness } from "../../src/harness/registry.ts";
+import { FrozenLakeEnv } from "../../envs/frozenlake/env.ts";
+import { smartResize } from "../../src/models/image-processor.ts";
 
-const task = demoTask("frozenlake", "vision");
+const task = demoTask("frozenlake", "vision", CPU_RECIPE.frozenLakeBoard);
 
 describe("demo recipe", () => {
   test("the device picks the recipe", () => {
     expect(demoRecipe("cpu")).toBe(CPU_RECIPE);
     expect(demoRecipe("cuda:1")).toBe(CUDA_RECIPE);
+  });
+
+  test("each FrozenLake task's board render is resized to 28 px a cell: one merged image token per cell", async () => {
+    const cases = [
+      { task: demoTask("frozenlake", "vision", CPU_RECIPE.frozenLakeBoard), env: new FrozenLakeEnv({ render_mode: "vision", size: 3 }), cells: 3 },
+      { task: demoTask("frozenlake", "vision"), env: new FrozenLakeEnv({ render_mode: "vision", size: 4 }), cells: 4 },
+    ];
+    for (const { task, env, cells } of cases) {
+      const image = (await env.reset(0)).obs.images[0]!;
+      // The demo's processor: shortest_edge 56 * 56 pixels at least, the task's budget at most.
+      expect(smartResize(image.height, image.width, 28, 56 * 56, task.maxPixels)).toEqual([28 * cells, 28 * cells]);
+    }
+    expect(CPU_RECIPE.frozenLakeBoard).toEqual({ size: 3, p: 0.9 });
   });
 
   test("the supervised phase is a valid sft config on the solver, in the harness's layout", () => {

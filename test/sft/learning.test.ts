@@ -13,7 +13,7 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DEMO_MODEL_SPEC, type TinyQwenSpec } from "../../src/demo/model-dir.ts";
+import { DEMO_MODEL_SPEC, oneTokenPerCell, type TinyQwenSpec } from "../../src/demo/model-dir.ts";
 import { demoSolverData, writeDemoBaseModel, type DemoTask } from "../../src/demo/task.ts";
 import { validate } from "../../src/demo/validate.ts";
 import { runSft } from "../../src/sft/trainer.ts";
@@ -26,6 +26,7 @@ const task: DemoTask = {
   envName: "FrozenLake",
   envConfig: { render_mode: "vision", desc: ["SFH", "HFF", "HHG"], prompt_format: "no_think", max_actions_per_step: 1, use_example_in_sys_prompt: false },
   harness: "observation_only",
+  maxPixels: oneTokenPerCell(3),
   maxTurns: 6,
   sftSeedStart: 0,
   trainSeedStart: 100,
@@ -33,7 +34,7 @@ const task: DemoTask = {
 };
 
 /** ~70k parameters; a 192 x 192 board resized to 84 x 84, one merged token per cell. */
-const SPEC: TinyQwenSpec = { ...DEMO_MODEL_SPEC, textHidden: 64, textLayers: 2, textHeads: 4, textKvHeads: 2, textIntermediate: 128, visionHidden: 32, visionDepth: 1, visionHeads: 2, visionIntermediate: 64, maxPixels: 7300, initializerRange: 0.1 };
+const SPEC: TinyQwenSpec = { ...DEMO_MODEL_SPEC, textHidden: 64, textLayers: 2, textHeads: 4, textKvHeads: 2, textIntermediate: 128, visionHidden: 32, visionDepth: 1, visionHeads: 2, visionIntermediate: 64, initializerRange: 0.1 };
 
 test(
   "a short supervised phase takes a random policy from 0 to solving the board",
@@ -54,7 +55,7 @@ test(
         dtype: "f32",
         data: { layout: "observation_only", solver: demoSolverData(task, 2, 0), eval_dirs: [], only_success: true },
         optim: { lr: 3e-3, weight_decay: 0, grad_clip: 1.0, warmup_steps: 3, schedule: "constant" },
-        train: { epochs: 60, batch_size: 8, micro_batch_size: 8, max_steps: 0, save_every_epoch: false, freeze_vision_tower: true, label_smoothing: 0 },
+        train: { epochs: 60, batch_size: 8, micro_batch_size: 8, max_steps: 0, save_every_epoch: false, freeze_vision_tower: true, label_smoothing: 0, stop_below_loss: 0 },
       },
       (event) => {
         if (event.type === "step") losses.push(event.loss);
