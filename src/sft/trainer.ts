@@ -123,12 +123,14 @@ export function trainOnSamples(
         step++;
         epochLosses.push(loss);
         onEvent({ type: "step", step, totalSteps, epoch, loss, tokenAccuracy: accuracy, lr, gradNorm });
-        recentLosses.push(loss);
-        if (recentLosses.length > STOP_LOSS_WINDOW) recentLosses.shift();
-        const meanLoss = recentLosses.reduce((a, b) => a + b, 0) / recentLosses.length;
-        if (train.stop_below_loss > 0 && recentLosses.length === STOP_LOSS_WINDOW && meanLoss < train.stop_below_loss) {
-          stopped = true;
-          onEvent({ type: "stopped_early", step, meanLoss, below: train.stop_below_loss });
+        if (train.stop_below_loss > 0) {
+          recentLosses.push(loss);
+          if (recentLosses.length > STOP_LOSS_WINDOW) recentLosses.shift();
+          const meanLoss = recentLosses.reduce((a, b) => a + b, 0) / STOP_LOSS_WINDOW;
+          if (recentLosses.length === STOP_LOSS_WINDOW && meanLoss < train.stop_below_loss) {
+            stopped = true;
+            onEvent({ type: "stopped_early", step, meanLoss, below: train.stop_below_loss });
+          }
         }
       }
       if (train.save_every_epoch && step < totalSteps) {

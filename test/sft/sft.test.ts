@@ -21,7 +21,7 @@ import { evalEpisodes, solverEpisodes, type Episode } from "../../src/sft/episod
 import { episodeSamples } from "../../src/sft/samples.ts";
 import { FrozenLakeEnv } from "../../envs/frozenlake/env.ts";
 import { moveFrom } from "../../envs/frozenlake/dynamics.ts";
-import { shortestPath, type FrozenLakeAction } from "../../envs/frozenlake/map.ts";
+import { findCell, shortestPath, type FrozenLakeAction } from "../../envs/frozenlake/map.ts";
 import { FIXTURE_DIR } from "../models/fixture.ts";
 
 const tokenizer = TextTokenizer.fromDir(FIXTURE_DIR);
@@ -101,8 +101,7 @@ describe("episodes", () => {
       const env = new FrozenLakeEnv(FROZENLAKE_TEXT);
       await env.reset(300 + i);
       const desc = env.current!.desc;
-      let [row, col] = [0, 0];
-      desc.forEach((line, r) => { if (line.includes("S")) [row, col] = [r, line.indexOf("S")]; });
+      let [row, col] = findCell(desc, "S")!;
       for (const reply of episode.replies) {
         const move = /<answer>(\w+)<\/answer>/.exec(reply)![1]!.toLowerCase() as FrozenLakeAction;
         const before = shortestPath(desc, [row, col])!.length;
@@ -136,8 +135,7 @@ describe("episodes", () => {
       const blind = shortestPath(desc.map((row) => row.replaceAll("H", "F")))!;
       const moves = episode.replies.map((r) => /<answer>(\w+)<\/answer>/.exec(r)![1]!.toLowerCase());
       expect(moves).toEqual(blind.slice(0, moves.length));
-      let [row, col] = [0, 0];
-      desc.forEach((line, r) => { if (line.includes("S")) [row, col] = [r, line.indexOf("S")]; });
+      let [row, col] = findCell(desc, "S")!;
       for (const m of moves) [row, col] = moveFrom(desc, row, col, m as FrozenLakeAction);
       expect(desc[row]![col]).toBe(episode.success ? "G" : "H");
       if (!episode.success) fell++;
