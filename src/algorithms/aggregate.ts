@@ -63,39 +63,62 @@ export function maskedMean(values: Tensor, mask: Tensor): Tensor {
   return torch.tidy(() => maskedSum(values, mask).div(maskCount(mask, values).clampMin(1)));
 }
 
-export interface AggregateOptions {
-  /**
-   * `seq-mean-token-sum-norm` divides the summed loss by this constant (Dr. GRPO's
-   * "max tokens"); default: the row width T.
-   */
-  tokenSumNormalizer?: number;
+/**
+ * What a loss is divided by, counted over the whole mini-batch before it is split into
+ * micro-batches (verl's global batch info). A micro-batch's aggregated loss is then its
+ * share of the mini-batch's loss, and the micro-batch losses sum to the mini-batch's:
+ * the gradient does not depend on how the mini-batch was split.
+ */
+export interface LossNormalizer {
+  /** Masked tokens of the mini-batch (`token-mean`). */
+  tokens: number;
+  /** Rows of the mini-batch with at least one masked token (the `seq-mean-*` modes). */
+  rows: number;
+  /** `seq-mean-token-sum-norm`'s constant per row (Dr. GRPO's maximum response length). */
+  tokenSumNorm: number;
 }
 
 /**
- * Aggregates a per-token loss into a scalar, as verl's agg_loss:
+ * The normalizer of one whole batch: its masked tokens, its rows with a masked token,
+ * and (default) its width T as the token-sum constant.
+ *   mask: [B, T] 0/1
+ */
+export function lossNormalizer(mask: Tensor, tokenSumNorm?: number): LossNormalizer {
+  const [, width] = rowsAndTokens(mask, "lossNormalizer mask");
+  return torch.tidy(() => {
+    const perRow = maskBool(mask).to({ dtype: "f64" }).sum(-1);
+    return { tokens: perRow.sum().item(), rows: perRow.gt(0).to({ dtype: "f64" }).sum().item(), tokenSumNorm: tokenSumNorm ?? width };
+  });
+}
+
+/**
+ * Aggregates a per-token loss into a scalar, as verl's agg_loss with its global batch info:
  *   lossMat: [B, T] per-token losses
  *   mask:    [B, T] 0/1, which tokens count
- * returns a 0-d tensor of lossMat's dtype.
+ * returns a 0-d tensor of lossMat's dtype. With N = normalizer (default: this batch's own,
+ * lossNormalizer(mask)):
  *
- * - `token-mean`: Σ loss·mask / Σ mask; every token weighs the same.
- * - `seq-mean-token-sum`: each row sums its tokens; rows are averaged.
- * - `seq-mean-token-mean`: each row averages its tokens; rows are averaged.
- * - `seq-mean-token-sum-norm`: Σ over all rows and tokens / T (or tokenSumNormalizer),
- *   a constant normaliser that avoids length bias.
- * The seq-mean modes average over the rows with at least one masked token, as recent
- * verl does, so fully masked padding rows do not dilute the mean.
+ * - `token-mean`: Σ loss·mask / N.tokens; every token of the mini-batch weighs the same.
+ * - `seq-mean-token-sum`: Σ_b (Σ_t loss·mask) / N.rows; each row sums its tokens.
+ * - `seq-mean-token-mean`: Σ_b (Σ_t loss·mask / n_b) / N.rows; each row averages its tokens.
+ * - `seq-mean-token-sum-norm`: Σ_b Σ_t loss·mask / (N.rows · N.tokenSumNorm), Dr. GRPO's
+ *   1/(G·L_max): a constant normaliser that has no length bias. (verl divides the
+ *   micro-batch's sum by L_max and scales it by its share of the mini-batch's rows: the same.)
+ * Rows without a masked token add nothing; denominators are clamped to at least 1, so an
+ * empty mask gives 0.
  */
-export function aggregateLoss(lossMat: Tensor, mask: Tensor, mode: LossAggMode, opts: AggregateOptions = {}): Tensor {
+export function aggregateLoss(lossMat: Tensor, mask: Tensor, mode: LossAggMode, normalizer?: LossNormalizer): Tensor {
   if (!isLossAggMode(mode)) throw new Error(`loss_agg_mode: expected one of ${LOSS_AGG_MODES.join(", ")}, got "${mode}"`);
-  const [, tokens] = rowsAndTokens(lossMat, "aggregateLoss lossMat");
+  rowsAndTokens(lossMat, "aggregateLoss lossMat");
   expectSameShape({ lossMat, mask });
+  const n = normalizer ?? lossNormalizer(mask);
   return torch.tidy(() => {
-    if (mode === "token-mean") return maskedMean(lossMat, mask);
+    if (mode === "token-mean") return maskedSum(lossMat, mask).div(Math.max(1, n.tokens));
     const rowSums = maskedSum(lossMat, mask, -1); // [B]
-    if (mode === "seq-mean-token-sum-norm") return rowSums.sum().div(opts.tokenSumNormalizer ?? tokens);
-    const rowCounts = maskCount(mask, lossMat, -1); // [B]
-    const rowLosses = mode === "seq-mean-token-sum" ? rowSums : rowSums.div(rowCounts.clampMin(1));
-    const aliveRows = rowCounts.gt(0);
-    return maskedMean(rowLosses, aliveRows);
+    const rows = Math.max(1, n.rows);
+    if (mode === "seq-mean-token-sum") return rowSums.sum().div(rows);
+    if (mode === "seq-mean-token-sum-norm") return rowSums.sum().div(rows * n.tokenSumNorm);
+    const rowMeans = rowSums.div(maskCount(mask, lossMat, -1).clampMin(1));
+    return rowMeans.sum().div(rows);
   });
 }

@@ -98,11 +98,3 @@ export function tokenLogProbs(logits: Tensor, tokens: Tensor, opts: TokenLogProb
     return withEntropy ? { logProbs, entropy: all.select(0, 1).reshape(rows, width) } : { logProbs };
   });
 }
-
-/** Entropy of softmax(logits) along the last dim, computed in f32 (f64 for f64 input): [..., V] -> [...]. */
-export function entropyFromLogits(logits: Tensor): Tensor {
-  return torch.tidy(() => {
-    const logp = logits.to({ dtype: computeDtype(logits) }).logSoftmax(-1);
-    return logp.exp().mul(logp).sum(-1).neg();
-  });
-}

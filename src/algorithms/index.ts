@@ -4,7 +4,7 @@
  */
 
 // ---- losses: aggregation, policy and value losses, KL, log-probs, mismatch, filters ----
-export { LOSS_AGG_MODES, isLossAggMode, aggregateLoss, maskedMean, maskedSum, type LossAggMode, type AggregateOptions } from "./aggregate.ts";
+export { LOSS_AGG_MODES, isLossAggMode, aggregateLoss, lossNormalizer, maskedMean, maskedSum, type LossAggMode, type LossNormalizer } from "./aggregate.ts";
 export {
   POLICY_LOSS_MODES,
   policyLoss,
@@ -21,7 +21,6 @@ export { valueLoss, type ValueLossInputs, type ValueLossOptions } from "./value-
 export {
   KL_PENALTIES,
   klPenalty,
-  fullKl,
   klLoss,
   applyKlPenalty,
   KlControlConfig,
@@ -29,12 +28,11 @@ export {
   AdaptiveKlController,
   createKlController,
   type KlPenalty,
-  type SampledKlPenalty,
   type KlController,
   type KlRewardResult,
 } from "./kl.ts";
-export { tokenLogProbs, entropyFromLogits, type TokenLogProbOptions, type TokenLogProbs } from "./entropy.ts";
-export { truncatedImportanceWeights, type TruncatedIsResult } from "./mismatch.ts";
+export { tokenLogProbs, type TokenLogProbOptions, type TokenLogProbs } from "./entropy.ts";
+export { ROLLOUT_IS_LEVELS, ROLLOUT_RS_LEVELS, rolloutCorrection, type RolloutCorrection, type RolloutCorrectionOptions, type RolloutIsLevel, type RolloutRsLevel } from "./mismatch.ts";
 export { rewardVarianceFilter, rewardVarianceTopPFilter, rowRewards, type FilterResult, type GroupedRewards } from "./filters.ts";
 export { readMetrics, type LossMetrics } from "./metrics.ts";
 

@@ -8,24 +8,23 @@
  *   mse (k2): ½ρ²
  *   low_var_kl (k3): e^{−ρ} + ρ − 1      unbiased and ≥ 0; −ρ clamped to [−20, 20] and the
  *                                        result to [−10, 10], as verl does
- *   full:     Σ_v π_v (log π_v − log π_ref,v), exact, from both models' logits
+ * verl's `full` (the exact KL from both models' whole distributions) is not offered: the
+ * trainer keeps per-token log-probs, not [B, T, vocab] logits of two models.
  */
 import * as v from "valibot";
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
-import { aggregateLoss, expectSameShape, maskCount, maskedValues, rowsAndTokens, type LossAggMode } from "./aggregate.ts";
+import { aggregateLoss, expectSameShape, maskCount, maskedValues, rowsAndTokens, type LossAggMode, type LossNormalizer } from "./aggregate.ts";
 import type { LossMetrics } from "./metrics.ts";
 
-export const KL_PENALTIES = ["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full"] as const;
+export const KL_PENALTIES = ["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"] as const;
 export type KlPenalty = (typeof KL_PENALTIES)[number];
-/** The estimators that need only the sampled tokens' log-probs. */
-export type SampledKlPenalty = Exclude<KlPenalty, "full">;
 
 /**
  * Per-token KL estimate from the sampled tokens' log-probs:
  *   logProb, refLogProb: [B, T] -> [B, T]
  */
-export function klPenalty(logProb: Tensor, refLogProb: Tensor, kind: SampledKlPenalty): Tensor {
+export function klPenalty(logProb: Tensor, refLogProb: Tensor, kind: KlPenalty): Tensor {
   expectSameShape({ logProb, refLogProb });
   return torch.tidy(() => {
     switch (kind) {
@@ -43,47 +42,21 @@ export function klPenalty(logProb: Tensor, refLogProb: Tensor, kind: SampledKlPe
         return refMinusPolicy.exp().sub(refMinusPolicy).sub(1).clamp(-10, 10);
       }
       default:
-        if ((kind as string) === "full") throw new Error(`kl_penalty "full" needs both models' logits: call fullKl(logits, refLogits)`);
         throw new Error(`kl_penalty: expected one of ${KL_PENALTIES.join(", ")}, got "${kind as string}"`);
     }
   });
 }
 
 /**
- * Exact KL(π ‖ π_ref) at every position from both models' logits, a chunk of positions at
- * a time (see entropy.ts for why):
- *   logits, refLogits: [B, T, V] -> [B, T], in f32 (f64 for f64 logits)
- */
-export function fullKl(logits: Tensor, refLogits: Tensor, opts: { chunkTokens?: number } = {}): Tensor {
-  const shape = logits.shape;
-  if (shape.length !== 3) throw new Error(`fullKl logits: expected [rows, tokens, vocab], got shape [${shape.join(", ")}]`);
-  expectSameShape({ logits, refLogits });
-  const [rows, width, vocab] = shape as [number, number, number];
-  const chunk = opts.chunkTokens ?? 1024;
-  const dtype = logits.dtype === "f64" ? "f64" : "f32";
-  return torch.tidy(() => {
-    const flat = logits.reshape(-1, vocab);
-    const flatRef = refLogits.reshape(-1, vocab);
-    const pieces: Tensor[] = [];
-    for (let start = 0; start < rows * width; start += chunk) {
-      const len = Math.min(chunk, rows * width - start);
-      const logp = flat.narrow(0, start, len).to({ dtype }).logSoftmax(-1);
-      const logq = flatRef.narrow(0, start, len).to({ dtype }).logSoftmax(-1);
-      pieces.push(logp.exp().mul(logp.sub(logq)).sum(-1));
-    }
-    if (pieces.length === 0) return torch.zeros([rows, width], { dtype, device: logits.device });
-    return torch.cat(pieces).reshape(rows, width);
-  });
-}
-
-/**
- * The KL loss term of the actor (use_kl_loss): coef · aggregate(kl, mask). `kl` is a
- * per-token estimate from klPenalty or fullKl; verl uses low_var_kl and coef 0.001.
+ * The KL loss term of the actor (use_kl_loss): coef · aggregate(kl, mask), the coefficient
+ * applied here and only here. `kl` is a per-token estimate from klPenalty; verl uses
+ * low_var_kl and coef 0.001.
+ *   kl, mask: [B, T]; normalizer: the mini-batch's counts (see aggregateLoss)
  * Metrics: actor/kl_loss (the aggregated KL, before the coefficient), actor/kl_coef.
  */
-export function klLoss(kl: Tensor, mask: Tensor, opts: { coef: number; lossAggMode?: LossAggMode }): { loss: Tensor; metrics: LossMetrics } {
+export function klLoss(kl: Tensor, mask: Tensor, opts: { coef: number; lossAggMode?: LossAggMode; normalizer?: LossNormalizer }): { loss: Tensor; metrics: LossMetrics } {
   return torch.tidy(() => {
-    const meanKl = aggregateLoss(kl, mask, opts.lossAggMode ?? "token-mean");
+    const meanKl = aggregateLoss(kl, mask, opts.lossAggMode ?? "token-mean", opts.normalizer);
     return {
       loss: meanKl.mul(opts.coef),
       metrics: { "actor/kl_loss": meanKl.detach(), "actor/kl_coef": torch.scalarTensor(opts.coef, { dtype: kl.dtype }) },
@@ -108,7 +81,7 @@ export interface KlRewardResult {
  */
 export function applyKlPenalty(
   inputs: { tokenLevelScores: Tensor; oldLogProb: Tensor; refLogProb: Tensor; responseMask: Tensor },
-  opts: { kind: SampledKlPenalty; beta: number },
+  opts: { kind: KlPenalty; beta: number },
 ): KlRewardResult {
   const { tokenLevelScores, oldLogProb, refLogProb, responseMask } = inputs;
   rowsAndTokens(tokenLevelScores, "applyKlPenalty tokenLevelScores");
@@ -131,12 +104,16 @@ export function applyKlPenalty(
 
 // ---- KL coefficient controllers -----------------------------------------------------
 
-/** algorithm.kl_ctrl, as in verl. */
+/**
+ * algorithm.kl_ctrl, as in verl: the one schema of the controller, which the train config
+ * embeds, so whatever the config accepts the controller takes.
+ */
 export const KlControlConfig = v.strictObject({
-  type: v.optional(v.picklist(["fixed", "adaptive"], 'kl_ctrl.type: expected "fixed" or "adaptive"'), "fixed"),
-  kl_coef: v.optional(v.pipe(v.number(), v.minValue(0, "kl_ctrl.kl_coef: expected a number >= 0")), 0.001),
-  target_kl: v.optional(v.pipe(v.number(), v.gtValue(0, "kl_ctrl.target_kl: expected a number > 0")), 0.1),
-  horizon: v.optional(v.pipe(v.number(), v.gtValue(0, "kl_ctrl.horizon: expected a number > 0")), 10000),
+  type: v.optional(v.picklist(["fixed", "adaptive"], 'expected "fixed" or "adaptive"'), "fixed"),
+  kl_coef: v.optional(v.pipe(v.number(), v.check((x) => Number.isFinite(x) && x >= 0, "expected a finite number >= 0")), 0.001),
+  /** The adaptive controller's target KL; it divides by it. */
+  target_kl: v.optional(v.pipe(v.number(), v.check((x) => Number.isFinite(x) && x > 0, "expected a finite number > 0")), 0.1),
+  horizon: v.optional(v.pipe(v.number(), v.check((x) => Number.isFinite(x) && x > 0, "expected a finite number > 0")), 10000),
 });
 export type KlControlConfig = v.InferOutput<typeof KlControlConfig>;
 

@@ -9,7 +9,7 @@
  */
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
-import { aggregateLoss, expectSameShape, maskBool, maskCount, maskedMean, maskedValues, rowsAndTokens, type LossAggMode } from "./aggregate.ts";
+import { aggregateLoss, expectSameShape, maskBool, maskCount, maskedMean, maskedValues, rowsAndTokens, type LossAggMode, type LossNormalizer } from "./aggregate.ts";
 import type { LossMetrics } from "./metrics.ts";
 
 export const POLICY_LOSS_MODES = ["vanilla", "gspo", "turn_gspo", "turn_ppo"] as const;
@@ -44,8 +44,11 @@ export interface PolicyLossOptions extends ClipRange {
   clipRatioC?: number;
   /** Aggregation for vanilla (default token-mean); gspo always uses seq-mean-token-mean, the turn losses their own. */
   lossAggMode?: LossAggMode;
-  /** Turn losses: rows across all data-parallel ranks; default the local rows with a masked token. */
-  globalBatchSize?: number;
+  /**
+   * The mini-batch's token and row counts the loss is divided by (see aggregateLoss);
+   * default this batch's own. Pass the mini-batch's when this batch is one micro-batch of it.
+   */
+  normalizer?: LossNormalizer;
 }
 
 export interface PolicyLossResult {
@@ -128,7 +131,7 @@ export function ppoClipLoss(inputs: PolicyLossInputs, opts: PolicyLossOptions = 
     const negative = A.lt(0);
     let tokenLoss = torch.where(negative, clipLoss.minimum(dualBound), clipLoss);
     if (inputs.rolloutIsWeights) tokenLoss = tokenLoss.mul(inputs.rolloutIsWeights);
-    const loss = aggregateLoss(tokenLoss, mask, opts.lossAggMode ?? "token-mean");
+    const loss = aggregateLoss(tokenLoss, mask, opts.lossAggMode ?? "token-mean", opts.normalizer);
     return {
       loss,
       metrics: torch.noGrad(() => ({
@@ -175,7 +178,7 @@ export function gspoLoss(inputs: PolicyLossInputs, opts: PolicyLossOptions = {})
     const rowLogRatio = maskedValues(logRatio, mask).sum(-1).div(maskCount(mask, logRatio, -1).clampMin(1)); // [B]
     const { tokenLoss: raw, clippedWins, w } = groupRatioSurrogate(logProb, rowLogRatio.unsqueeze(-1), A, low, high);
     const tokenLoss = inputs.rolloutIsWeights ? raw.mul(inputs.rolloutIsWeights) : raw;
-    const loss = aggregateLoss(tokenLoss, mask, "seq-mean-token-mean");
+    const loss = aggregateLoss(tokenLoss, mask, "seq-mean-token-mean", opts.normalizer);
     return {
       loss,
       metrics: torch.noGrad(() => ({
@@ -215,8 +218,8 @@ function reduceTurns(logRatio: Tensor, turnIds: Tensor, mask: Tensor) {
  *   turn_ppo:  log s_t = Σ_{j∈t} ρ_j           (the turn's full ratio, scale_j = 1)
  * each token's loss ℓ_j as in groupRatioSurrogate (no dual clip), × rolloutIsWeights, then
  *   loss = Σ_b Σ_j mask_j·ℓ_j·scale_j / G
- * ("seq-mean, turn-sum, token-mean"), G = globalBatchSize or the rows with a masked token
- * (at least 1). One turn per row gives verl's gspo exactly; one token per turn gives
+ * ("seq-mean, turn-sum, token-mean"), G = the normalizer's rows (the mini-batch's rows
+ * with a masked token; default this batch's, at least 1). One turn per row gives verl's gspo exactly; one token per turn gives
  * vanilla PPO's ratios and clip.
  */
 export function turnPolicyLoss(mode: "turn_gspo" | "turn_ppo", inputs: PolicyLossInputs, opts: PolicyLossOptions = {}): PolicyLossResult {
@@ -235,9 +238,8 @@ export function turnPolicyLoss(mode: "turn_gspo" | "turn_ppo", inputs: PolicyLos
     let tokenLoss = inputs.rolloutIsWeights ? raw.mul(inputs.rolloutIsWeights) : raw;
     if (mode === "turn_gspo") tokenLoss = tokenLoss.div(turnLength.clampMin(1));
     const rowLoss = maskedValues(tokenLoss, mask).sum(-1); // [B]
-    const rowsWithTokens = maskCount(mask, logRatio, -1).gt(0).to({ dtype: logRatio.dtype }).sum();
-    const rows = opts.globalBatchSize ?? rowsWithTokens.clampMin(1);
-    const loss = rowLoss.sum().div(rows);
+    const rows = (opts.normalizer ?? { rows: maskCount(mask, logRatio, -1).gt(0).to({ dtype: "f64" }).sum().item() }).rows;
+    const loss = rowLoss.sum().div(Math.max(1, rows));
     return {
       loss,
       metrics: torch.noGrad(() => {

@@ -9,7 +9,7 @@
  */
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
-import { aggregateLoss, expectSameShape, maskedMean, rowsAndTokens, type LossAggMode } from "./aggregate.ts";
+import { aggregateLoss, expectSameShape, maskedMean, rowsAndTokens, type LossAggMode, type LossNormalizer } from "./aggregate.ts";
 import type { LossMetrics } from "./metrics.ts";
 
 export interface ValueLossInputs {
@@ -27,6 +27,8 @@ export interface ValueLossOptions {
   /** c in clip(vpreds, values ± c); verl default 0.5. */
   cliprangeValue?: number;
   lossAggMode?: LossAggMode;
+  /** The mini-batch's counts of valueMask (see aggregateLoss); default this batch's own. */
+  normalizer?: LossNormalizer;
 }
 
 /** Returns the 0-d loss and critic/vf_loss, critic/vf_clipfrac, critic/vpred_mean. */
@@ -40,7 +42,7 @@ export function valueLoss(inputs: ValueLossInputs, opts: ValueLossOptions = {}):
     const vClipped = vpreds.clampTensor(values.sub(c), values.add(c));
     const unclippedError = vpreds.sub(returns).square();
     const clippedError = vClipped.sub(returns).square();
-    const loss = aggregateLoss(unclippedError.maximum(clippedError), valueMask, opts.lossAggMode ?? "token-mean").mul(0.5);
+    const loss = aggregateLoss(unclippedError.maximum(clippedError), valueMask, opts.lossAggMode ?? "token-mean", opts.normalizer).mul(0.5);
     return {
       loss,
       metrics: torch.noGrad(() => ({

@@ -15,15 +15,18 @@
  */
 import type { Tensor } from "../torch/index.ts";
 
-/** Scalar masked mean; mask is 0/1 in x's dtype. */
-export function maskedMean(x: Tensor, mask: Tensor): Tensor {
+/**
+ * Scalar masked mean with verl's 1e-8 in the denominator (not aggregate.ts's clamp to 1):
+ * whitening matches verl's numbers to the last bit. mask is 0/1 in x's dtype.
+ */
+function verlMaskedMean(x: Tensor, mask: Tensor): Tensor {
   return x.mul(mask).sum().div(mask.sum().add(1e-8));
 }
 
 /** Scalar masked variance, unbiased (Bessel's correction) by default as verl. */
-export function maskedVar(x: Tensor, mask: Tensor, unbiased = true): Tensor {
-  const centred = x.sub(maskedMean(x, mask));
-  const variance = maskedMean(centred.square(), mask);
+function maskedVar(x: Tensor, mask: Tensor, unbiased = true): Tensor {
+  const centred = x.sub(verlMaskedMean(x, mask));
+  const variance = verlMaskedMean(centred.square(), mask);
   if (!unbiased) return variance;
   const n = mask.sum().item();
   return variance.mul(n / (n - 1));
@@ -34,7 +37,7 @@ export function maskedWhiten(x: Tensor, mask: Tensor): Tensor {
   const m = mask.to(x.dtype);
   const n = m.sum().item();
   if (n === 0) return x.clone();
-  const centred = x.sub(maskedMean(x, m));
+  const centred = x.sub(verlMaskedMean(x, m));
   if (n === 1) return centred;
   return centred.mul(maskedVar(x, m).add(1e-8).rsqrt());
 }

@@ -16,25 +16,40 @@ import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, rea
 import { join } from "node:path";
 import * as torch from "../torch/index.ts";
 import { safetensors, type Tensor } from "../torch/index.ts";
+import * as v from "valibot";
 import { VagenError } from "../core/errors.ts";
-import type { DatasetPosition } from "./dataset.ts";
 
 const STEP_DIR = /^step_(\d+)$/;
 
-/** What state.json holds. */
-export interface TrainerState {
-  step: number;
-  data: DatasetPosition;
+const count = v.pipe(v.number(), v.integer(), v.minValue(0));
+
+/**
+ * What state.json holds. `run` records what the checkpoint's tensors mean (the model,
+ * dtype, whether a critic is in it) so a resume with another config can be refused.
+ */
+export const TrainerStateSchema = v.object({
+  step: count,
+  data: v.object({ epoch: count, cursor: count }),
   /** LR scheduler positions. */
-  actorSchedulerStep: number;
-  criticSchedulerStep?: number;
+  actorSchedulerStep: count,
+  criticSchedulerStep: v.optional(count),
   /** The adaptive KL controller's coefficient. */
-  klCoef: number;
+  klCoef: v.pipe(v.number(), v.finite()),
   /** Best mean validation reward so far (null: none yet). */
-  bestValReward: number | null;
+  bestValReward: v.nullable(v.number()),
   /** libtorch's default CPU generator, hex. */
-  torchRngState: string;
-}
+  torchRngState: v.pipe(v.string(), v.regex(/^([0-9a-f]{2})*$/, "hex bytes")),
+  run: v.optional(
+    v.object({
+      modelDir: v.string(),
+      dtype: v.string(),
+      critic: v.boolean(),
+      /** The model's architecture as config.json gives it (hidden size, layers, vocabulary). */
+      modelShape: v.record(v.string(), v.unknown()),
+    }),
+  ),
+});
+export type TrainerState = v.InferOutput<typeof TrainerStateSchema>;
 
 /** One model's part of a checkpoint: weights and the optimizer's state. */
 export interface ModelPart {
@@ -112,10 +127,39 @@ export function saveCheckpoint(root: string, parts: { actor: ModelPart; critic?:
   return final;
 }
 
+/** A checkpoint's state.json, checked: a truncated or hand-edited file is an error naming it and the key. */
 export function readTrainerState(checkpoint: string): TrainerState {
   const path = join(checkpoint, "state.json");
   if (!existsSync(path)) throw new VagenError(`${checkpoint}: not a complete checkpoint (no state.json)`);
-  return JSON.parse(readFileSync(path, "utf8")) as TrainerState;
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, "utf8"));
+  } catch (err) {
+    throw new VagenError(`${path}: not valid JSON (${(err as Error).message})`, "the file is truncated or corrupt; resume from an earlier checkpoint (trainer.resume=PATH)");
+  }
+  const parsed = v.safeParse(TrainerStateSchema, raw);
+  if (!parsed.success) {
+    const issue = parsed.issues[0];
+    const key = issue.path?.map((p) => String(p.key)).join(".") || "(top level)";
+    throw new VagenError(`${path}: key "${key}": ${issue.message}`, "the file is corrupt; resume from an earlier checkpoint (trainer.resume=PATH)");
+  }
+  return parsed.output;
+}
+
+/**
+ * The newest checkpoint under `root` whose state.json reads, and the ones skipped on the
+ * way (newest first, with why): resume=auto falls back past a damaged newest checkpoint.
+ */
+export function latestReadableCheckpoint(root: string): { path?: string; state?: TrainerState; skipped: { path: string; reason: string }[] } {
+  const skipped: { path: string; reason: string }[] = [];
+  for (const c of listCheckpoints(root).reverse()) {
+    try {
+      return { path: c.path, state: readTrainerState(c.path), skipped };
+    } catch (err) {
+      skipped.push({ path: c.path, reason: (err as Error).message });
+    }
+  }
+  return { skipped };
 }
 
 /** Copies a checkpoint part's weights into live tensors (in place, so every view sees them) and returns the optimizer state. */

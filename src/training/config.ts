@@ -5,18 +5,20 @@
  * everywhere else. Defaults are VAGEN main's (spec §9.1, §9.4; main §5.1).
  *
  *   model:     {model_dir: ..., device: cpu, dtype: f32}
- *   data:      {train_batch_size: 4, max_prompt_length: 1000, max_response_length: 4000,
+ *   data:      {train_batch_size: 128, max_prompt_length: 9000, max_response_length: 8000,
  *               train: {sokoban: {name: Sokoban, n_envs: 100, seed: [1, 100, 1], max_turns: 5, ...}}, val: {...}}
  *
  * VAGEN's env specs are a list; here they are a mapping keyed by a tag (as in eval
  * configs) so that overrides can reach them (`data.train.sokoban.n_envs=64`) and metrics
  * are named by it; the spec index of the seed hash is the tag's position.
- *   rollout:   {n: 8, temperature: 1.0, top_p: 1.0, val_kwargs: {...}}
+ *   rollout:   {n: 1, temperature: 1.0, top_p: 1.0, val_kwargs: {temperature: 0, n: 1}}
  *   algorithm: {adv_estimator: default_gae, gamma: 1.0, lam: 1.0, ...}
  *   actor:     {optim: {lr: 1e-6, ...}, ppo_mini_batch_size: 32, ...}
  *   critic:    {enable: null, optim: {lr: 1e-5, ...}, ...}
  *   filter:    {enable: false, name: reward_variance_top_p, filter_kwargs: {top_p: 0.9}}
  *   trainer:   {total_steps: 401, save_freq: 100, test_freq: 20, output_dir: ..., resume: auto, ...}
+ *
+ *   algorithm.rollout_correction: {rollout_is: token, rollout_is_threshold: 2.0, rollout_rs: null}
  *
  * `loadTrainConfig` is everything `vagen train` checks before it loads a model: the
  * schema, the checks across keys (batch divisibility, response lengths, the estimator
@@ -35,7 +37,19 @@ import {
 } from "../config/index.ts";
 import { VagenError } from "../core/errors.ts";
 import { normalizeSeedDirective, seedDirectiveProblem } from "../core/seeds.ts";
-import { algorithmParamsSchema, estimatorNames, getEstimator, KL_PENALTIES, LOSS_AGG_MODES, POLICY_LOSS_MODES, validateEstimatorSetup, type ResolvedEstimator } from "../algorithms/index.ts";
+import {
+  algorithmParamsSchema,
+  estimatorNames,
+  getEstimator,
+  KL_PENALTIES,
+  KlControlConfig,
+  LOSS_AGG_MODES,
+  POLICY_LOSS_MODES,
+  ROLLOUT_IS_LEVELS,
+  ROLLOUT_RS_LEVELS,
+  validateEstimatorSetup,
+  type ResolvedEstimator,
+} from "../algorithms/index.ts";
 import { EngineSettings } from "../engine/index.ts";
 import { createHarness, isImportPath as isHarnessImportPath } from "../harness/registry.ts";
 
@@ -105,7 +119,8 @@ const SamplingSection = v.strictObject({
 export const RolloutSection = v.strictObject({
   /** Rollouts per dataset item (the group size of GRPO). */
   n: v.optional(positiveInt("n"), 1),
-  temperature: v.optional(nonNegative, 1.0),
+  /** Sampling temperature of the training rollouts; > 0 (the log-probs divide by it; validation may be greedy). */
+  temperature: v.optional(positive, 1.0),
   top_p: v.optional(v.pipe(v.number(), v.check((x) => x > 0 && x <= 1, "a number in (0, 1]")), 1.0),
   /** Validation sampling (verl: greedy, one rollout). */
   val_kwargs: v.optional(SamplingSection, { temperature: 0, top_p: 1, n: 1 }),
@@ -119,11 +134,20 @@ export const RolloutSection = v.strictObject({
   engine: v.optional(v.omit(EngineSettings, ["device", "dtype", "seed"]), {}),
 });
 
-export const KlCtrlSection = v.strictObject({
-  type: v.optional(v.picklist(["fixed", "adaptive"]), "fixed"),
-  kl_coef: v.optional(nonNegative, 0.001),
-  target_kl: v.optional(nonNegative, 0.1),
-  horizon: v.optional(positiveInt("horizon"), 10000),
+/**
+ * verl's algorithm.rollout_correction: importance weights π_old / π_rollout from the
+ * engine's sampled log-probs (truncated at rollout_is_threshold, per token or per row),
+ * and optional rejection of tokens or rows whose ratio leaves [lower, upper]. On by
+ * default (token-level, threshold 2): with the engine's log-probs kept it costs nothing,
+ * and it is exactly 1 wherever the two policies agree.
+ */
+export const RolloutCorrectionSection = v.strictObject({
+  rollout_is: v.optional(v.nullable(v.picklist(ROLLOUT_IS_LEVELS)), "token"),
+  rollout_is_threshold: v.optional(positive, 2.0),
+  rollout_rs: v.optional(v.nullable(v.picklist(ROLLOUT_RS_LEVELS)), null),
+  rollout_rs_threshold: v.optional(positive, 2.0),
+  /** null: 1 / rollout_rs_threshold. */
+  rollout_rs_threshold_lower: v.optional(v.nullable(nonNegative), null),
 });
 
 export const AlgorithmSection = v.strictObject({
@@ -131,7 +155,9 @@ export const AlgorithmSection = v.strictObject({
   ...algorithmParamsSchema.entries,
   use_kl_in_reward: v.optional(v.boolean(), false),
   kl_penalty: v.optional(v.picklist(KL_PENALTIES), "kl"),
-  kl_ctrl: v.optional(KlCtrlSection, {}),
+  /** The controller's own schema (src/algorithms/kl.ts): what the config accepts, the controller takes. */
+  kl_ctrl: v.optional(KlControlConfig, {}),
+  rollout_correction: v.optional(RolloutCorrectionSection, {}),
 });
 
 export const OptimSection = v.strictObject({
@@ -160,6 +186,8 @@ const updateEntries = {
   shuffle: v.optional(v.boolean(), false),
   grad_clip: v.optional(positive, 1.0),
   loss_agg_mode: v.optional(v.picklist(LOSS_AGG_MODES), "token-mean"),
+  /** seq-mean-token-sum-norm's constant per row (Dr. GRPO's L_max); null: data.max_response_length. */
+  loss_scale_factor: v.optional(v.nullable(positive), null),
   /** Rows of logits turned into log-probs at a time (memory bound of the vocabulary softmax). */
   logprob_chunk_tokens: v.optional(positiveInt("logprob_chunk_tokens"), 1024),
   /** Leave the vision encoder's weights as they are: only the language model trains (verl's name). */
@@ -222,6 +250,10 @@ export const TrainerSection = v.strictObject({
   /** End the run when a phase makes no progress for this long (seconds; 0: never). */
   watchdog_s: v.optional(nonNegative, 1800),
   tensorboard: v.optional(v.boolean(), true),
+  /** Stop the run after this many steps in a row whose update met a non-finite loss or gradient. */
+  max_nonfinite_steps: v.optional(positiveInt("max_nonfinite_steps"), 3),
+  /** Resume even when the config changed what the checkpoint holds (model, dtype, critic). */
+  resume_allow_changes: v.optional(v.boolean(), false),
 });
 
 export const TrainConfig = v.strictObject({
@@ -262,7 +294,7 @@ export function checkTrainConfig(config: TrainConfig, file = "train config"): Ch
   // critic estimator is refused by validateEstimatorSetup, naming critic.enable.
   const wantsCritic = estimatorNames().includes(algorithm.adv_estimator) && getEstimator(algorithm.adv_estimator).needsCritic;
   const useCritic = critic.enable ?? wantsCritic;
-  const { adv_estimator, use_kl_in_reward: _k, kl_penalty: _p, kl_ctrl: _c, ...params } = algorithm;
+  const { adv_estimator, use_kl_in_reward: _k, kl_penalty: _p, kl_ctrl: _c, rollout_correction: _r, ...params } = algorithm;
   const estimator = validateEstimatorSetup({
     estimator: adv_estimator,
     params,

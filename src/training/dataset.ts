@@ -4,8 +4,11 @@
  * `train_batch_size` items from a permutation redrawn each epoch (verl's RandomSampler
  * with `drop_last`, seeded here so a run is reproducible and resumable).
  *
- * The position (epoch, cursor) is all the state there is; a checkpoint stores it and a
- * resumed run draws the same batches an uninterrupted run would.
+ * The position (epoch, cursor) is all the state there is. `next` advances it when a step
+ * draws its items, before the rollout; a step abandoned by an interrupt seeks back to the
+ * position it started from (runTraining does), so a checkpoint always stores the first
+ * item of the next step to take, and a resumed run draws the same batches an
+ * uninterrupted run would.
  */
 import { Rng } from "../core/rng.ts";
 import { planEnvSpecs, type EnvSpec } from "../evaluation/plan.ts";

@@ -137,6 +137,8 @@ export interface RunFinishedEvent {
   checkpoint?: string;
   /** Set for failed and watchdog ends. */
   error?: string;
+  /** Failed and watchdog ends: the step that was running when it failed (step + 1). */
+  failedStep?: number;
 }
 
 export type TrainEvent =

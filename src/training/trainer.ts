@@ -1,49 +1,47 @@
 /**
  * VAGEN's training loop (spec §9.5) in one process. The engine generates with the very
  * weight tensors the optimizer updates (`createEngine(actor)`): no weight sync, no second
- * copy of the policy.
+ * copy of the policy. One step, top to bottom (each phase a function of phases.ts or
+ * update.ts over the step's StepBatch):
  *
- *   [validate]                                   trainer.val_before_train
+ *   [validate]                                     trainer.val_before_train
  *   for step in start+1 .. total_steps:
- *     items   = dataset.next(train_batch_size)   shuffled env instances with their seeds
- *     rows    = collectRollouts(items, n)        episodes -> token rows (rewards placed)
+ *     items   = dataset.next(train_batch_size)     shuffled env instances with their seeds
+ *     batch   = rollout(items, n)                  episodes -> rows: ids, masks, scores, engine log-probs
  *     old     = actor log-probs (or the engine's, when exactly on-policy)
- *     ref     = reference log-probs              only when a KL term reads them
- *     values  = critic values                    only with a critic
- *     adv     = estimator(rewards, values)       (+ KL in reward), then the filter
+ *     ref     = reference log-probs                only when a KL term reads them
+ *     values  = critic values                      only with a critic
+ *     is, loss mask = rollout correction           π_old / π_rollout, truncated; rejection
+ *     rewards = scores (− β·KL in reward)
+ *     adv, returns = estimator(rewards, values)
+ *     batch   = filter(batch)                      by the scores' variance per group
  *     critic update; actor update once step >= critic_warmup
  *     metrics -> metrics.jsonl + TensorBoard; rollouts/ and batches/ dumps
  *     validate every test_freq; checkpoint every save_freq; both at the end
  *
+ * Interrupts (the signal): before the updates a step is abandoned (its data position,
+ * RNG and KL coefficient restored, so a resumed run takes the same step); once the
+ * updates begin the step is finished; either way the last finished step is saved.
+ *
  * `runTraining` is a function of a checked config that emits typed events and returns;
  * the CLI (and `vagen demo`) choose how to show them.
  */
-import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
+import YAML from "yaml";
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
-import {
-  applyKlPenalty,
-  computeAdvantages,
-  createKlController,
-  rewardVarianceFilter,
-  rewardVarianceTopPFilter,
-  type KlController,
-  type SampledKlPenalty,
-} from "../algorithms/index.ts";
-import { engineClientFor } from "../clients/engine-client.ts";
-import type { EngineClient } from "../clients/engine-client.ts";
+import { createKlController, type KlController } from "../algorithms/index.ts";
+import { redactSecrets } from "../config/index.ts";
 import { VagenError } from "../core/errors.ts";
-import { Rng, stableHash32 } from "../core/rng.ts";
-import { createEngine, type LoadedEngine } from "../engine/index.ts";
+import { Rng } from "../core/rng.ts";
 import type { Env } from "../../envs/_common/types.ts";
+import { createEnv } from "../../envs/registry.ts";
 import { createHarness } from "../harness/registry.ts";
-import type { Harness } from "../harness/types.ts";
-import { loadModelFamily, type ModelFamily, type ValueHead } from "../models/index.ts";
-import { collectRollouts, type RolloutEpisode, type RolloutItem } from "../rollout/index.ts";
-import type { TrainingRow } from "../rollout/types.ts";
+import type { RolloutEpisode, RolloutItem } from "../rollout/index.ts";
+import { judgeTrouble } from "../rewards/index.ts";
 import {
-  latestCheckpoint,
+  latestReadableCheckpoint,
   loadPart,
   readTrainerState,
   removeStaleCheckpointTemporaries,
@@ -53,22 +51,38 @@ import {
   type ModelPart,
   type TrainerState,
 } from "./checkpoint.ts";
-import { advantageBatch, isDegenerate, maskedStats, splitRows, summarize } from "./columns.ts";
-import type { CheckedTrainConfig, TrainConfig, TrainEnvSpec } from "./config.ts";
-import { EnvDataset, datasetItems, type DatasetItem } from "./dataset.ts";
+import type { CheckedTrainConfig, TrainConfig } from "./config.ts";
+import { EnvDataset, datasetItems } from "./dataset.ts";
 import type { TrainEvent, TrainEventListener, TrainPhase } from "./events.ts";
-import { policyForward, TrainingModel, valueForward } from "./forward.ts";
+import { disposeModels, loadModels, nonFiniteWeights, type Models } from "./models.ts";
 import { dumpBatch, dumpEpisodes, MetricsLog, writeResolvedConfig } from "./outputs.ts";
-import { TensorBoardWriter } from "./tensorboard.ts";
-import { ParameterOptimizer, trainableWeights, updateActor, updateCritic, type OptimizerSettings, type RowColumns } from "./update.ts";
-import { Watchdog } from "./watchdog.ts";
+import {
+  actorLogprobOptions,
+  advantages,
+  columnStats,
+  correctRollout,
+  criticValues,
+  envMetrics,
+  filterGroups,
+  modelLogprobs,
+  oldLogprobs,
+  rewardsWithKl,
+} from "./phases.ts";
 import { checkResponseFormats } from "./preflight.ts";
-import { prepareStateRewards, rewardedEnvFactory, StateRewardScorers, type SpecSetups } from "./state-rewards.ts";
-import { createEnv } from "../../envs/registry.ts";
+import { checkRewards, noRowsError, rollout, type Rollout } from "./rollout-phase.ts";
+import { acquireRunLock } from "./run-lock.ts";
+import { prepareStateRewards, rewardedEnvFactory, StateRewardScorers } from "./state-rewards.ts";
+import { StepBatch } from "./step-batch.ts";
+import { TensorBoardWriter } from "./tensorboard.ts";
+import { updateActor, updateCritic } from "./update.ts";
+import { Watchdog } from "./watchdog.ts";
 
 export interface TrainOptions {
   onEvent?: TrainEventListener;
-  /** Aborting finishes nothing more: the current step is abandoned, a checkpoint of the last finished step is saved. */
+  /**
+   * Aborting stops the run: a step not yet in its updates is abandoned, one in its
+   * updates is finished; a checkpoint of the last finished step is saved.
+   */
   signal?: AbortSignal;
   /** Stop after this many steps in this process (a run in parts; the next part resumes). */
   maxStepsThisRun?: number;
@@ -83,180 +97,11 @@ export interface TrainResult {
   outputDir: string;
 }
 
-/** The models a run holds: the actor (and the engine over it), the critic, the reference. */
-interface Models {
-  actor: TrainingModel;
-  actorOptim: ParameterOptimizer;
-  critic?: { model: TrainingModel; head: ValueHead; named: Map<string, Tensor>; optim: ParameterOptimizer };
-  reference?: TrainingModel;
-  engine: LoadedEngine;
-  client: EngineClient;
-}
-
-function optimizerSettings(optim: TrainConfig["actor"]["optim"], totalSteps: number): OptimizerSettings {
-  const warmupSteps = optim.lr_warmup_steps >= 0 ? optim.lr_warmup_steps : Math.floor(optim.lr_warmup_steps_ratio * totalSteps);
-  return {
-    lr: optim.lr,
-    weightDecay: optim.weight_decay,
-    betas: optim.betas,
-    eps: optim.eps,
-    warmupSteps,
-    style: optim.warmup_style,
-    minLrRatio: optim.min_lr_ratio,
-    totalSteps,
-  };
-}
-
-function loadModels(config: TrainConfig, useCritic: boolean, useReference: boolean): Models {
-  const load = (): ModelFamily => loadModelFamily(config.model.model_dir, { device: config.model.device, dtype: config.model.dtype });
-  const actor = new TrainingModel(load());
-  const actorOptim = new ParameterOptimizer(trainableWeights(actor.weights, actor.family, config.actor.freeze_vision_tower), optimizerSettings(config.actor.optim, config.trainer.total_steps));
-  let critic: Models["critic"];
-  if (useCritic) {
-    const model = new TrainingModel(load());
-    const head = model.newValueHead(config.critic.value_head_seed);
-    // The critic never reads the LM head; leaving it out keeps AdamW from holding its moments.
-    const named = new Map([...model.weights].filter(([name]) => name !== "lm_head.weight"));
-    for (const [name, t] of head.entries()) named.set(name, t);
-    const optim = new ParameterOptimizer(trainableWeights(named, model.family, config.critic.freeze_vision_tower), optimizerSettings(config.critic.optim, config.trainer.total_steps));
-    critic = { model, head, named, optim };
+/** Thrown inside a step's early phases when an interrupt asks to abandon it. */
+class StepAbandoned extends Error {
+  constructor() {
+    super("step abandoned");
   }
-  const reference = useReference ? new TrainingModel(load()) : undefined;
-  const engine = createEngine(actor.family, { ...config.rollout.engine, seed: config.trainer.seed });
-  return { actor, actorOptim, critic, reference, engine, client: engineClientFor(engine) };
-}
-
-async function disposeModels(m: Models): Promise<void> {
-  await m.engine.close();
-  m.actorOptim.dispose();
-  m.actor.family.dispose();
-  if (m.critic) {
-    m.critic.optim.dispose();
-    for (const [, t] of m.critic.head.entries()) t.dispose();
-    m.critic.model.family.dispose();
-  }
-  m.reference?.family.dispose();
-}
-
-/** Micro-batched, gradient-free per-row outputs of one forward kind. */
-function forwardRows(rows: readonly TrainingRow[], micro: number, run: (part: TrainingRow[]) => Tensor): Float32Array[] {
-  const out: Float32Array[] = [];
-  torch.noGrad(() => {
-    for (let i = 0; i < rows.length; i += micro) {
-      const part = rows.slice(i, i + micro);
-      torch.tidy(() => {
-        out.push(...splitRows(run(part), part));
-      });
-    }
-  });
-  return out;
-}
-
-/** The seed of a step's rollouts: fixed by the run's seed, the split and the step. */
-function rolloutSeed(seed: number, split: string, step: number, tag: string): number {
-  return stableHash32(`${seed}|${split}|${step}|${tag}`) & 0x7fffffff;
-}
-
-interface Rollout {
-  rows: TrainingRow[];
-  episodes: RolloutEpisode[];
-  tags: Map<RolloutEpisode, string>;
-  /** `<split>/<tag>/<metric>` of the world-model rewards, for the specs that have them on. */
-  stateRewardMetrics: Record<string, number>;
-}
-
-/**
- * Runs the items' episodes, all at once so the engine batches every generation: one
- * collectRollouts per env spec (each has its own turn limit and per-turn length).
- */
-async function rollout(
-  ctx: {
-    config: TrainConfig;
-    harness: Harness;
-    client: EngineClient;
-    setups: SpecSetups;
-    stateRewards: StateRewardScorers;
-    createEnv?: TrainOptions["createEnv"];
-    signal?: AbortSignal;
-  },
-  items: readonly DatasetItem[],
-  opts: { split: "train" | "val"; step: number; n: number; temperature: number; topP: number; onEpisode: (e: RolloutEpisode, tag: string) => void },
-): Promise<Rollout> {
-  const byTag = new Map<string, { spec: TrainEnvSpec; items: RolloutItem[] }>();
-  items.forEach((item, i) => {
-    const group = byTag.get(item.tag) ?? { spec: item.spec, items: [] };
-    // The env gets its config without state_reward (prepareStateRewards split it off).
-    const config = ctx.setups[opts.split].get(item.tag)?.envConfig ?? item.spec.config;
-    group.items.push({ env: item.spec.name, config, seed: item.seed, uid: `${opts.split}-${opts.step}-${i}` });
-    byTag.set(item.tag, group);
-  });
-  const tags = new Map<RolloutEpisode, string>();
-  const stateRewardMetrics: Record<string, number> = {};
-  const batches = await Promise.all(
-    [...byTag].map(async ([tag, group]) => {
-      // Each spec's episodes are scored as one batch (one judge round) with the spec's own scorer.
-      const stateReward = ctx.stateRewards.forStep(opts.split, tag);
-      const batch = await collectRollouts({
-        client: ctx.client,
-        items: group.items,
-        n: opts.n,
-        harness: ctx.harness,
-        sampling: { temperature: opts.temperature, topP: opts.topP, maxTokens: group.spec.response_length_per_turn },
-        maxTurns: group.spec.max_turns,
-        budgets: { maxPromptLength: ctx.config.data.max_prompt_length, maxResponseLength: ctx.config.data.max_response_length },
-        seed: rolloutSeed(ctx.config.trainer.seed, opts.split, opts.step, tag),
-        createEnv: rewardedEnvFactory(ctx.setups[opts.split].get(tag), ctx.createEnv ?? registryEnv),
-        signal: ctx.signal,
-        // One spec whose episodes all dropped does not sink the step; the union is checked below.
-        requireRows: false,
-        ...(stateReward.scoreTurns ? { scoreTurns: stateReward.scoreTurns } : {}),
-        onEpisode: (e) => {
-          tags.set(e, tag);
-          opts.onEpisode(e, tag);
-        },
-      });
-      for (const [key, value] of Object.entries(stateReward.metrics)) stateRewardMetrics[`${opts.split}/${tag}/${key}`] = value;
-      return batch;
-    }),
-  );
-  // Episodes finish in any order; rows and episodes are kept in item order so a step is reproducible.
-  const episodes = batches.flatMap((b) => b.episodes);
-  const rows = batches.flatMap((b) => b.rows);
-  if (rows.length === 0 && opts.split === "train") {
-    const reasons = new Map<string, number>();
-    for (const e of episodes) if (e.dropped) reasons.set(e.dropped, (reasons.get(e.dropped) ?? 0) + 1);
-    throw new VagenError(
-      `step ${opts.step}: the rollout batch gave no training rows: all ${episodes.length} episode(s) were dropped (${[...reasons].map(([r, k]) => `${r}: ${k}`).join(", ") || "none had a sampled token"})`,
-      "context_too_large: raise data.max_prompt_length / max_response_length; env_error or model_error: see rollouts/ and the env",
-    );
-  }
-  return { rows, episodes, tags, stateRewardMetrics };
-}
-
-/** The env registry, as collectRollouts builds an episode's env by default. */
-function registryEnv(item: RolloutItem): Promise<Env> {
-  return createEnv(item.env, item.config ?? {}, item.baseDir);
-}
-
-/** train/<tag>/success_rate and mean_reward (or val/...), over kept and dropped episodes alike. */
-function envMetrics(prefix: string, episodes: readonly RolloutEpisode[], tags: Map<RolloutEpisode, string>): Record<string, number> {
-  const per = new Map<string, { n: number; success: number; reward: number; turns: number }>();
-  for (const e of episodes) {
-    const tag = tags.get(e) ?? e.item.env;
-    const s = per.get(tag) ?? { n: 0, success: 0, reward: 0, turns: 0 };
-    s.n++;
-    s.success += e.rows[0]?.success ? 1 : 0;
-    s.reward += e.record.totalReward;
-    s.turns += e.record.turns.length;
-    per.set(tag, s);
-  }
-  const out: Record<string, number> = {};
-  for (const [tag, s] of per) {
-    out[`${prefix}/${tag}/success_rate`] = s.success / s.n;
-    out[`${prefix}/${tag}/mean_reward`] = s.reward / s.n;
-    out[`${prefix}/${tag}/mean_turns`] = s.turns / s.n;
-  }
-  return out;
 }
 
 class Timer {
@@ -279,21 +124,70 @@ class Timer {
   }
 }
 
+/** What a checkpoint's tensors mean: a resume under another model, dtype or critic setup is refused. */
+function runIdentity(config: TrainConfig, models: Models): NonNullable<TrainerState["run"]> {
+  const { spec } = models.actor.family;
+  return {
+    modelDir: config.model.model_dir,
+    dtype: config.model.dtype,
+    critic: models.critic !== undefined,
+    modelShape: { family: models.actor.family.family, layers: spec.numLayers, hidden: spec.hiddenSize, heads: spec.numHeads, kvHeads: spec.numKvHeads, vocab: spec.vocabSize },
+  };
+}
+
+/** Leaves of a config as dotted keys, for telling a user what changed between run segments. */
+function flatten(value: unknown, prefix = "", out: Record<string, string> = {}): Record<string, string> {
+  if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+    for (const [k, v] of Object.entries(value)) flatten(v, prefix ? `${prefix}.${k}` : k, out);
+  } else out[prefix] = JSON.stringify(value);
+  return out;
+}
+
+/** Keys whose change between segments says nothing about the checkpoint's meaning. */
+const SEGMENT_KEYS = new Set(["trainer.total_steps", "trainer.resume", "trainer.resume_allow_changes"]);
+
 export async function runTraining(checked: CheckedTrainConfig, opts: TrainOptions = {}): Promise<TrainResult> {
-  const { config, estimator, useCritic, useReference } = checked;
-  const { trainer, data, rollout: rolloutCfg, actor: actorCfg, critic: criticCfg, algorithm } = config;
+  const { trainer } = checked.config;
   const emit = (e: TrainEvent) => opts.onEvent?.(e);
   const outputDir = trainer.output_dir;
   const ckptRoot = join(outputDir, "checkpoints");
+  if (existsSync(outputDir) && !statSync(outputDir).isDirectory()) {
+    throw new VagenError(`${checked.file}: key "trainer.output_dir": ${outputDir} is a file, expected a directory (or a path that does not exist yet)`);
+  }
   mkdirSync(outputDir, { recursive: true });
+  // One run per folder: a second run would mix its metrics and checkpoints into this one's.
+  const lock = acquireRunLock(outputDir);
+  try {
+    return await trainInFolder(checked, opts, emit, ckptRoot);
+  } finally {
+    lock.release();
+  }
+}
+
+async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, emit: (e: TrainEvent) => void, ckptRoot: string): Promise<TrainResult> {
+  const { config, estimator, useCritic, useReference } = checked;
+  const { trainer, data, rollout: rolloutCfg, actor: actorCfg, critic: criticCfg } = config;
+  const outputDir = trainer.output_dir;
   removeStaleCheckpointTemporaries(ckptRoot);
 
   // Where to resume from: decided before any model is loaded, so a bad path fails fast.
-  const resumeFrom = trainer.resume === "never" ? undefined : trainer.resume === "auto" ? latestCheckpoint(ckptRoot) : trainer.resume;
-  if (resumeFrom && !existsSync(join(resumeFrom, "state.json"))) {
-    throw new VagenError(`${checked.file}: key "trainer.resume": ${resumeFrom} is not a complete checkpoint (no state.json)`);
+  let resumeFrom: string | undefined;
+  let resumeState: TrainerState | undefined;
+  if (trainer.resume === "auto") {
+    const found = latestReadableCheckpoint(ckptRoot);
+    for (const s of found.skipped) emit({ type: "warning", step: 0, code: "checkpoint_unreadable", message: `skipping ${s.path}: ${s.reason}` });
+    if (found.skipped.length && !found.path) throw new VagenError(`${ckptRoot}: no readable checkpoint (${found.skipped.length} damaged)`, "resume from a path (trainer.resume=PATH) or start afresh (trainer.resume=never)");
+    resumeFrom = found.path;
+    resumeState = found.state;
+  } else if (trainer.resume !== "never") {
+    if (!existsSync(join(trainer.resume, "state.json"))) throw new VagenError(`${checked.file}: key "trainer.resume": ${trainer.resume} is not a complete checkpoint (no state.json)`);
+    resumeFrom = trainer.resume;
+    resumeState = readTrainerState(resumeFrom);
   }
-  writeResolvedConfig(outputDir, config);
+  if (resumeState && resumeState.step > trainer.total_steps) {
+    throw new VagenError(`${checked.file}: key "trainer.total_steps": got ${trainer.total_steps}, but the checkpoint ${resumeFrom} is at step ${resumeState.step}`, "raise trainer.total_steps, or start afresh (trainer.resume=never)");
+  }
+  const previousConfig = resumeFrom && existsSync(join(outputDir, "config.yaml")) ? (YAML.parse(readFileSync(join(outputDir, "config.yaml"), "utf8")) as unknown) : undefined;
 
   // World-model rewards: split off, validated and checked against their envs before any model loads.
   const makeEnv = (name: string, envConfig: Record<string, unknown>) =>
@@ -310,23 +204,28 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
     await checkResponseFormats(
       Object.entries(data.train).map(([tag, spec]) => {
         const setup = setups.train.get(tag)!;
-        const create = rewardedEnvFactory(setup, () => createEnv(spec.name, setup.envConfig));
+        const create = rewardedEnvFactory(setup, () => (opts.createEnv ? opts.createEnv({ env: spec.name, config: setup.envConfig, seed: 0 }) : createEnv(spec.name, setup.envConfig)));
         return { key: `${checked.file}: key "data.train.${tag}"`, create: () => create(undefined) };
       }),
       { encode: (text) => models.actor.family.tokenizer.encode(text), decode: (ids) => models.actor.family.decode(ids) },
     );
+    if (resumeState) checkResumeCompatible(checked, resumeState, runIdentity(config, models), previousConfig, emit);
   } catch (err) {
     await disposeModels(models);
     throw err;
   }
+  // Each segment's config is kept (config.yaml is the newest; config-history/ has every start).
+  writeResolvedConfig(outputDir, config);
+  writeResolvedConfig(join(outputDir, "config-history"), config, `from_step_${resumeState?.step ?? 0}.yaml`);
+
   const dataset = new EnvDataset(datasetItems(data.train, data.base_seed, "data.train"), { shuffle: data.shuffle, seed: trainer.seed });
   const valItems = datasetItems(data.val, data.base_seed, "data.val");
-  let kl: KlController = createKlController(algorithm.kl_ctrl);
+  let kl: KlController = createKlController(config.algorithm.kl_ctrl);
   let startStep = 0;
   let bestValReward: number | null = null;
 
-  if (resumeFrom) {
-    const state = readTrainerState(resumeFrom);
+  if (resumeFrom && resumeState) {
+    const state = resumeState;
     const actorOpt = loadPart(join(resumeFrom, "actor"), models.actor.weights);
     models.actorOptim.optimizer.loadStateDict(actorOpt);
     for (const t of actorOpt.tensors.values()) t.dispose();
@@ -337,10 +236,13 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
       for (const t of criticOpt.tensors.values()) t.dispose();
       models.critic.optim.scheduler.setStep(state.criticSchedulerStep ?? 0);
     }
+    if (state.data.cursor > dataset.items.length) {
+      emit({ type: "warning", step: state.step, code: "dataset_changed", message: `the checkpoint's data position (item ${state.data.cursor} of epoch ${state.data.epoch}) is past the ${dataset.items.length} items of data.train: the run continues with the next epoch` });
+    }
     dataset.seek(state.data);
     restoreTorchRng(state.torchRngState);
     // An adaptive controller continues from the coefficient it had reached.
-    kl = createKlController({ ...algorithm.kl_ctrl, kl_coef: state.klCoef });
+    kl = createKlController({ ...config.algorithm.kl_ctrl, kl_coef: state.klCoef });
     bestValReward = state.bestValReward;
     startStep = state.step;
   }
@@ -349,6 +251,7 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
   const tensorboard = trainer.tensorboard ? new TensorBoardWriter(join(outputDir, "tensorboard")) : undefined;
   const watchdog = new Watchdog(trainer.watchdog_s);
   const ctx = { config, harness, client: models.client, setups, stateRewards, createEnv: opts.createEnv, signal: opts.signal };
+  const interrupted = () => opts.signal?.aborted === true;
   emit({
     type: "run_started",
     outputDir,
@@ -362,6 +265,7 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
     ...(resumeFrom ? { resumedFrom: resumeFrom } : {}),
   });
 
+  const identity = runIdentity(config, models);
   const state = (step: number): TrainerState => ({
     step,
     data: dataset.position,
@@ -370,35 +274,67 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
     klCoef: kl.value,
     bestValReward,
     torchRngState: torchRngHex(),
+    run: identity,
   });
   const parts = (): { actor: ModelPart; critic?: ModelPart } => ({
     actor: { weights: models.actor.weights, optimizer: models.actorOptim.optimizer.stateDict() },
     ...(models.critic ? { critic: { weights: models.critic.named, optimizer: models.critic.optim.optimizer.stateDict() } } : {}),
   });
+  /** Refuses to write weights that hold NaN or infinity: a checkpoint must be a state worth resuming. */
+  const requireFiniteWeights = (step: number): void => {
+    const bad = [...nonFiniteWeights(models.actor.weights), ...(models.critic ? nonFiniteWeights(models.critic.named) : [])];
+    if (bad.length) {
+      throw new VagenError(
+        `after step ${step} the weights hold NaN or infinite values (${bad.join(", ")}): nothing was saved`,
+        `the training diverged (a learning rate too high?); ${lastCheckpoint ? `the last finite checkpoint is ${lastCheckpoint}` : "no checkpoint was written before"}`,
+      );
+    }
+  };
   let lastCheckpoint: string | undefined = resumeFrom;
   const checkpoint = (step: number): void => {
+    requireFiniteWeights(step);
     const t0 = performance.now();
     lastCheckpoint = saveCheckpoint(ckptRoot, parts(), state(step), trainer.keep_checkpoints);
     emit({ type: "checkpoint_saved", step, path: lastCheckpoint, seconds: (performance.now() - t0) / 1000, bestActor: false });
   };
 
-  const validate = async (step: number): Promise<Record<string, number>> => {
+  /** A validation pass; undefined when an interrupt cut it short (nothing of it counts). */
+  const validate = async (step: number): Promise<Record<string, number> | undefined> => {
     if (valItems.length === 0) return {};
-    const val = await watchdog.guard("validation", "validation episodes", () =>
-      rollout(ctx, valItems, {
-        split: "val",
-        step,
-        n: rolloutCfg.val_kwargs.n,
-        temperature: rolloutCfg.val_kwargs.temperature,
-        topP: rolloutCfg.val_kwargs.top_p,
-        onEpisode: (e, tag) => emit({ type: "episode_finished", step, split: "val", env: tag, episodeId: e.episodeId, seed: e.item.seed, reward: e.record.totalReward, success: e.rows[0]?.success ?? false, turns: e.record.turns.length, ...(e.record.error ? { error: e.record.error.message } : {}) }),
-      }),
-    );
-    const metrics = { ...envMetrics("val", val.episodes, val.tags), ...val.stateRewardMetrics };
+    let val: Rollout;
+    try {
+      val = await watchdog.guard("validation", "validation episodes", () =>
+        rollout(ctx, valItems, {
+          split: "val",
+          step,
+          n: rolloutCfg.val_kwargs.n,
+          temperature: rolloutCfg.val_kwargs.temperature,
+          topP: rolloutCfg.val_kwargs.top_p,
+          onEpisode: (e, tag) => emit(episodeEvent(step, "val", e, tag)),
+        }),
+      );
+    } catch (err) {
+      if (interrupted()) return undefined;
+      throw err;
+    }
+    if (interrupted()) return undefined;
+    checkRewards(val.episodes, val.tags);
+    // Episodes that could not run (an env or the engine failed) are not a score of 0: they
+    // are counted, left out of the means, and keep this validation from choosing best_actor.
+    const failed = val.episodes.filter((e) => e.record.error !== undefined);
+    const ran = val.episodes.filter((e) => e.record.error === undefined);
+    const metrics: Record<string, number> = { ...envMetrics("val", ran, val.tags), ...val.stateRewardMetrics };
     const tags = Object.keys(data.val);
-    const meanReward = tags.reduce((s, t) => s + (metrics[`val/${t}/mean_reward`] ?? 0), 0) / tags.length;
-    const best = trainer.save_best_actor && (bestValReward === null || meanReward > bestValReward);
+    for (const tag of tags) metrics[`val/${tag}/failed_episodes`] = failed.filter((e) => val.tags.get(e) === tag).length;
+    if (failed.length) {
+      const first = failed[0]!.record.error!;
+      emit({ type: "warning", step, code: "validation_failed_episodes", message: `${failed.length} of ${val.episodes.length} validation episode(s) could not run (first: ${first.kind}: ${first.message}); they are left out of the means and best_actor is not chosen from this validation` });
+    }
+    const scored = tags.filter((t) => metrics[`val/${t}/mean_reward`] !== undefined);
+    const meanReward = scored.length ? scored.reduce((s, t) => s + metrics[`val/${t}/mean_reward`]!, 0) / scored.length : 0;
+    const best = trainer.save_best_actor && failed.length === 0 && scored.length === tags.length && (bestValReward === null || meanReward > bestValReward);
     if (best) {
+      requireFiniteWeights(step);
       bestValReward = meanReward;
       const t0 = performance.now();
       const path = saveBestActor(outputDir, models.actor.weights);
@@ -410,17 +346,19 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
 
   let step = startStep;
   let reason: TrainResult["reason"] = "completed";
+  let nonFiniteStreak = 0;
   try {
     if (trainer.val_before_train && startStep === 0) {
       const metrics = await validate(0);
-      if (Object.keys(metrics).length) {
+      if (metrics === undefined) reason = "interrupted";
+      else if (Object.keys(metrics).length) {
         metricsLog.append(0, metrics);
         tensorboard?.scalars(0, metrics);
       }
     }
     const lastStep = opts.maxStepsThisRun === undefined ? trainer.total_steps : Math.min(trainer.total_steps, startStep + opts.maxStepsThisRun);
-    while (step < lastStep) {
-      if (opts.signal?.aborted) {
+    while (reason === "completed" && step < lastStep) {
+      if (interrupted()) {
         reason = "interrupted";
         break;
       }
@@ -430,186 +368,153 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
       const timer = new Timer(current, emit, watchdog);
       const metrics: Record<string, number> = {};
       const rng = new Rng(trainer.seed, current);
+      // What an abandoned step puts back, so that a resumed run takes this very step.
+      const before = { data: dataset.position, rng: torchRngHex(), klCoef: kl.value };
+      const abandonIfInterrupted = () => {
+        if (interrupted()) throw new StepAbandoned();
+      };
 
-      // ---- rollout ----
-      const items = dataset.next(data.train_batch_size);
-      let done = 0;
-      const total = items.length * rolloutCfg.n;
-      const roll = await timer.phase("rollout", "gen", () =>
-        rollout(ctx, items, {
-          split: "train",
-          step: current,
-          n: rolloutCfg.n,
-          temperature: rolloutCfg.temperature,
-          topP: rolloutCfg.top_p,
-          onEpisode: (e, tag) => {
-            watchdog.touch();
-            emit({ type: "episode_finished", step: current, split: "train", env: tag, episodeId: e.episodeId, seed: e.item.seed, reward: e.record.totalReward, success: e.rows[0]?.success ?? false, turns: e.record.turns.length, ...(e.record.error ? { error: e.record.error.message } : {}) });
-            emit({ type: "phase_progress", step: current, phase: "rollout", done: ++done, total });
-          },
-        }), "episodes to finish (env steps and generation)").catch((err: unknown) => {
-        // Ctrl-C during the rollout cancels its episodes; that is an interruption, not a failure.
-        if (opts.signal?.aborted) return undefined;
-        throw err;
-      });
-      if (roll === undefined || opts.signal?.aborted) {
+      let roll: Rollout;
+      let batch: StepBatch | undefined;
+      let trainBatch: StepBatch | undefined;
+      try {
+        // ---- rollout ----
+        const items = dataset.next(data.train_batch_size);
+        let done = 0;
+        const total = items.length * rolloutCfg.n;
+        roll = await timer
+          .phase("rollout", "gen", () =>
+            rollout(ctx, items, {
+              split: "train",
+              step: current,
+              n: rolloutCfg.n,
+              temperature: rolloutCfg.temperature,
+              topP: rolloutCfg.top_p,
+              onEpisode: (e, tag) => {
+                watchdog.touch();
+                emit(episodeEvent(current, "train", e, tag));
+                emit({ type: "phase_progress", step: current, phase: "rollout", done: ++done, total });
+              },
+            }), "episodes to finish (env steps and generation)")
+          .catch((err: unknown) => {
+            // Ctrl-C during the rollout cancels its episodes; that is an interruption, not a failure.
+            throw interrupted() ? new StepAbandoned() : err;
+          });
+        abandonIfInterrupted();
+        checkRewards(roll.episodes, roll.tags);
+        if (roll.rows.length === 0) {
+          writeEpisodeDumps(config, current, roll, Math.max(1, trainer.log_episodes), "dropped");
+          throw noRowsError(current, roll.episodes);
+        }
+        batch = StepBatch.fromRows(roll.rows, models.actor.device);
+
+        // ---- old and reference log-probs, values ----
+        const oldSource = rolloutCfg.use_engine_logprobs && roll.rows.every((r) => r.logprobsComplete) ? "engine" : "actor";
+        if (oldSource === "engine") await oldLogprobs(models, batch, config);
+        else await timer.phase("old_logprobs", "old_log_prob", () => oldLogprobs(models, batch!, config, abandonIfInterrupted), "the actor's forward");
+        if (models.reference) {
+          const ref = models.reference;
+          batch.set("refLogprobs", await timer.phase("ref_logprobs", "ref", () => modelLogprobs(ref, batch!, actorLogprobOptions(config), abandonIfInterrupted), "the reference forward"));
+        }
+        if (models.critic) {
+          const c = models.critic;
+          const opts = { microBatchSize: criticCfg.ppo_micro_batch_size, ...(criticCfg.use_dynamic_bsz ? { maxTokens: criticCfg.ppo_max_token_len } : {}) };
+          batch.set("values", await timer.phase("values", "values", () => criticValues(c.model, c.head, batch!, opts, abandonIfInterrupted), "the critic's forward"));
+        }
+
+        // ---- rollout correction, rewards, advantages, filter ----
+        const filtered = await timer.phase("advantages", "adv", () => {
+          Object.assign(metrics, correctRollout(batch!, config));
+          Object.assign(metrics, rewardsWithKl(batch!, config, kl));
+          advantages(batch!, estimator);
+          const f = filterGroups(batch!, config);
+          Object.assign(metrics, f.metrics);
+          return f.kept;
+        }, "the estimator");
+        trainBatch = filtered;
+        abandonIfInterrupted();
+      } catch (err) {
+        if (trainBatch !== batch) trainBatch?.dispose();
+        batch?.dispose();
+        if (!(err instanceof StepAbandoned)) throw err;
+        dataset.seek(before.data);
+        restoreTorchRng(before.rng);
+        kl = createKlController({ ...config.algorithm.kl_ctrl, kl_coef: before.klCoef });
+        emit({ type: "warning", step: current, code: "step_abandoned", message: `step ${current} abandoned before its updates; the run resumes with it` });
         reason = "interrupted";
         break;
       }
-      const rows = roll.rows;
-      const device = models.actor.device;
 
-      // ---- old, reference log-probs and values ----
-      const onPolicyEngine = rolloutCfg.use_engine_logprobs && rows.every((r) => r.logprobsComplete);
-      const micro = actorCfg.ppo_micro_batch_size;
-      const lpOpts = { temperature: rolloutCfg.temperature, chunkTokens: actorCfg.logprob_chunk_tokens, withEntropy: false };
-      const oldLogprobs = onPolicyEngine
-        ? rows.map((r) => Float32Array.from(r.rolloutLogprobs))
-        : await timer.phase("old_logprobs", "old_log_prob", () => forwardRows(rows, micro, (part) => policyForward(models.actor, part, lpOpts).logProbs), "the actor's forward");
-      const refLogprobs = models.reference
-        ? await timer.phase("ref_logprobs", "ref", () => forwardRows(rows, micro, (part) => policyForward(models.reference!, part, lpOpts).logProbs), "the reference forward")
-        : undefined;
-      const values = models.critic
-        ? await timer.phase("values", "values", () => forwardRows(rows, criticCfg.ppo_micro_batch_size, (part) => valueForward(models.critic!.model, models.critic!.head, part)), "the critic's forward")
-        : undefined;
-
-      // ---- rewards, advantages, filter ----
-      const adv = await timer.phase("advantages", "adv", () =>
-        torch.tidy(() => {
-          let tokenRewards: ArrayLike<number>[] = rows.map((r) => r.tokenRewards);
-          const extra: Record<string, number> = {};
-          if (algorithm.use_kl_in_reward) {
-            const batch = advantageBatch(rows, tokenRewards, undefined, device);
-            const R = batch.responseMask.shape[1]!;
-            const asTensor = (c: ArrayLike<number>[]) => advantageBatch(rows, c, undefined, device).tokenLevelRewards.narrow(1, 0, R);
-            const out = applyKlPenalty(
-              { tokenLevelScores: batch.tokenLevelRewards, oldLogProb: asTensor(oldLogprobs), refLogProb: asTensor(refLogprobs!), responseMask: batch.responseMask },
-              { kind: algorithm.kl_penalty as SampledKlPenalty, beta: kl.value },
-            );
-            tokenRewards = splitRows(out.tokenLevelRewards, rows);
-            Object.assign(extra, out.metrics);
-            kl.update(out.currentKl, rows.length);
-          }
-          const out = computeAdvantages(estimator, advantageBatch(rows, tokenRewards, values, device));
-          return {
-            tokenRewards,
-            advantages: splitRows(out.advantages, rows),
-            returns: splitRows(out.returns, rows),
-            valueMask: out.valueMask ? splitRows(out.valueMask, rows) : undefined,
-            turnIds: out.turnIds ? splitRows(out.turnIds, rows).map((a) => Int32Array.from(a)) : undefined,
-            extra,
-          };
-        }), "the estimator");
-      Object.assign(metrics, adv.extra);
-
-      let keep = rows.map((_, i) => i);
-      let advantages = adv.advantages;
-      if (config.filter.enable) {
-        const rewards = rows.map((_, b) => Array.from(adv.tokenRewards[b]!).reduce((a, x) => a + x, 0));
-        const filtered =
-          config.filter.name === "reward_variance_top_p"
-            ? rewardVarianceTopPFilter({ rewards, groupIds: rows.map((r) => r.uid) }, { topP: config.filter.filter_kwargs.top_p })
-            : rewardVarianceFilter({ rewards, groupIds: rows.map((r) => r.uid) }, { topk: config.filter.filter_kwargs.topk });
-        keep = filtered.keepRows;
-        advantages = advantages.map((a) => a.map((x) => x * filtered.lossScale));
-        Object.assign(metrics, filtered.metrics);
-      }
-      const pick = <T>(a: readonly T[] | undefined): T[] | undefined => (a ? keep.map((i) => a[i]!) : undefined);
-      const trainRows = pick(rows)!;
-      const cols: RowColumns = {
-        oldLogprobs: pick(oldLogprobs)!,
-        advantages: pick(advantages)!,
-        returns: pick(adv.returns),
-        values: pick(values),
-        refLogprobs: pick(refLogprobs),
-        valueMask: pick(adv.valueMask),
-        turnIds: pick(adv.turnIds),
-      };
-
-      // ---- updates ----
-      const miniCount = (cfg: { ppo_mini_batch_size: number }) => data.train_batch_size / cfg.ppo_mini_batch_size;
-      if (models.critic) {
-        const c = models.critic;
-        Object.assign(metrics, await timer.phase("critic_update", "update_critic", () =>
-          updateCritic(c.model, c.head, c.optim, trainRows, cols, {
-            miniBatches: miniCount(criticCfg),
-            microBatchSize: criticCfg.ppo_micro_batch_size,
-            maxTokens: criticCfg.use_dynamic_bsz ? criticCfg.ppo_max_token_len : undefined,
-            epochs: criticCfg.ppo_epochs,
-            shuffle: criticCfg.shuffle,
-            cliprangeValue: criticCfg.cliprange_value,
-            lossAggMode: criticCfg.loss_agg_mode,
-            gradClip: criticCfg.grad_clip,
-          }, rng), "the critic update"));
-      }
-      if (trainer.critic_warmup <= current) {
-        Object.assign(metrics, await timer.phase("actor_update", "update_actor", () =>
-          updateActor(models.actor, models.actorOptim, trainRows, cols, {
-            miniBatches: miniCount(actorCfg),
-            microBatchSize: actorCfg.ppo_micro_batch_size,
-            maxTokens: actorCfg.use_dynamic_bsz ? actorCfg.ppo_max_token_len : undefined,
-            epochs: actorCfg.ppo_epochs,
-            shuffle: actorCfg.shuffle,
-            temperature: rolloutCfg.temperature,
-            chunkTokens: actorCfg.logprob_chunk_tokens,
-            lossMode: actorCfg.policy_loss.loss_mode,
-            lossAggMode: actorCfg.loss_agg_mode,
-            clipRatio: actorCfg.clip_ratio,
-            clipRatioLow: actorCfg.clip_ratio_low ?? undefined,
-            clipRatioHigh: actorCfg.clip_ratio_high ?? undefined,
-            clipRatioC: actorCfg.clip_ratio_c,
-            entropyCoeff: actorCfg.entropy_coeff,
-            klLoss: actorCfg.use_kl_loss ? { coef: actorCfg.kl_loss_coef, type: actorCfg.kl_loss_type as SampledKlPenalty } : undefined,
-            gradClip: actorCfg.grad_clip,
-          }, rng), "the actor update"));
-      }
-
-      // ---- metrics ----
-      const scores = rows.map((_, b) => Array.from(rows[b]!.tokenRewards).reduce((a, x) => a + x, 0));
-      Object.assign(metrics, summarize("critic/score", scores));
-      Object.assign(metrics, summarize("critic/rewards", rows.map((_, b) => Array.from(adv.tokenRewards[b]!).reduce((a, x) => a + x, 0))));
-      const adStats = maskedStats(rows, adv.advantages);
-      const retStats = maskedStats(rows, adv.returns);
-      Object.assign(metrics, { "critic/advantages/mean": adStats.mean, "critic/advantages/max": adStats.max, "critic/advantages/min": adStats.min });
-      Object.assign(metrics, { "critic/returns/mean": retStats.mean, "critic/returns/max": retStats.max, "critic/returns/min": retStats.min });
-      if (values) {
-        const v = maskedStats(rows, values);
-        Object.assign(metrics, { "critic/values/mean": v.mean, "critic/values/max": v.max, "critic/values/min": v.min });
-      }
-      const sampled = rows.map((r) => r.responseMask.reduce((a, x) => a + x, 0));
-      Object.assign(metrics, summarize("response_length", sampled));
-      Object.assign(metrics, summarize("prompt_length", rows.map((r) => r.promptIds.length)));
-      const responseTokens = rows.reduce((a, r) => a + r.responseIds.length, 0);
-      metrics["rollout/loss_mask_coverage"] = responseTokens ? sampled.reduce((a, b) => a + b, 0) / responseTokens : 0;
-      metrics["response_length/clip_ratio"] = rows.filter((r) => r.truncation !== "none").length / rows.length;
-      const replies = roll.episodes.flatMap((e) => e.record.turns.map((t) => t.completion.text));
-      metrics["rollout/degenerate_rate"] = replies.length ? replies.filter(isDegenerate).length / replies.length : 0;
-      const complete = rows.map((r, b) => (r.logprobsComplete ? b : -1)).filter((b) => b >= 0);
-      if (complete.length) {
-        const diff = complete.map((b) => Float32Array.from(rows[b]!.rolloutLogprobs, (x, j) => Math.abs(x - oldLogprobs[b]![j]!)));
-        metrics["rollout/logprob_mismatch"] = maskedStats(complete.map((b) => rows[b]!), diff).mean;
-      }
-      metrics["data/rows"] = rows.length;
-      metrics["data/rows_trained"] = trainRows.length;
-      metrics["data/dropped_episodes"] = roll.episodes.filter((e) => e.dropped).length;
-      Object.assign(metrics, envMetrics("train", roll.episodes, roll.tags), roll.stateRewardMetrics);
-      for (const w of troubleSigns(metrics)) emit({ type: "warning", step: current, ...w });
-
-      if (roll.episodes.length && trainer.log_episodes > 0) {
-        dumpEpisodes(join(outputDir, "rollouts", `step_${current}`), roll.episodes, trainer.log_episodes, {
-          tags: roll.tags,
-          model: config.model.model_dir,
-          maxTurns: (tag) => data.train[tag]?.max_turns ?? Number.NaN,
+      try {
+        // ---- updates (never abandoned half-way: an interrupt from here on finishes the step) ----
+        const miniCount = (cfg: { ppo_mini_batch_size: number }) => data.train_batch_size / cfg.ppo_mini_batch_size;
+        const batching = (cfg: typeof actorCfg | typeof criticCfg) => ({
+          miniBatches: miniCount(cfg),
+          microBatchSize: cfg.ppo_micro_batch_size,
+          maxTokens: cfg.use_dynamic_bsz ? cfg.ppo_max_token_len : undefined,
+          epochs: cfg.ppo_epochs,
+          shuffle: cfg.shuffle,
+          lossAggMode: cfg.loss_agg_mode,
+          tokenSumNorm: cfg.loss_scale_factor ?? data.max_response_length,
+          gradClip: cfg.grad_clip,
         });
-      }
-      if (trainer.dump_batches) {
-        const meta = { estimator: estimator.spec.name, step: current, ...dumpedParams(estimator) };
-        dumpBatch(join(outputDir, "batches"), current, meta, rows, { tokenRewards: adv.tokenRewards, values, oldLogprobs, refLogprobs, advantages: adv.advantages, returns: adv.returns });
+        if (models.critic) {
+          const c = models.critic;
+          Object.assign(metrics, await timer.phase("critic_update", "update_critic", () =>
+            updateCritic(c.model, c.head, c.optim, trainBatch!, { ...batching(criticCfg), cliprangeValue: criticCfg.cliprange_value }, rng), "the critic update"));
+        }
+        if (trainer.critic_warmup <= current) {
+          Object.assign(metrics, await timer.phase("actor_update", "update_actor", () =>
+            updateActor(models.actor, models.actorOptim, trainBatch!, {
+              ...batching(actorCfg),
+              temperature: rolloutCfg.temperature,
+              chunkTokens: actorCfg.logprob_chunk_tokens,
+              lossMode: actorCfg.policy_loss.loss_mode,
+              clipRatio: actorCfg.clip_ratio,
+              clipRatioLow: actorCfg.clip_ratio_low ?? undefined,
+              clipRatioHigh: actorCfg.clip_ratio_high ?? undefined,
+              clipRatioC: actorCfg.clip_ratio_c,
+              entropyCoeff: actorCfg.entropy_coeff,
+              klLoss: actorCfg.use_kl_loss ? { coef: actorCfg.kl_loss_coef, type: actorCfg.kl_loss_type } : undefined,
+            }, rng), "the actor update"));
+        }
+
+        // ---- non-finite losses and gradients ----
+        const nonFinite = (metrics["actor/skipped_steps"] ?? 0) + (metrics["critic/skipped_steps"] ?? 0) > 0 || ["actor/pg_loss", "critic/vf_loss"].some((k) => k in metrics && !Number.isFinite(metrics[k]!));
+        nonFiniteStreak = nonFinite ? nonFiniteStreak + 1 : 0;
+        metrics["train/nonfinite_steps_in_a_row"] = nonFiniteStreak;
+        if (nonFiniteStreak === 1) emit({ type: "warning", step: current, code: "nonfinite_update", message: `step ${current}: a loss or gradient norm is NaN or infinite; its optimizer steps were skipped (the run stops after ${trainer.max_nonfinite_steps} such steps in a row)` });
+        if (nonFiniteStreak >= trainer.max_nonfinite_steps) {
+          throw new VagenError(
+            `training diverged: ${nonFiniteStreak} step(s) in a row up to step ${current} had NaN or infinite losses or gradients (trainer.max_nonfinite_steps = ${trainer.max_nonfinite_steps})`,
+            `lower actor.optim.lr or check the rewards; ${lastCheckpoint ? `the last finite checkpoint is ${lastCheckpoint}` : "no checkpoint was written"}`,
+          );
+        }
+
+        // ---- metrics ----
+        Object.assign(metrics, stepMetrics(batch!, roll, trainBatch!));
+        for (const w of troubleSigns(metrics)) emit({ type: "warning", step: current, ...w });
+        if (roll.episodes.length && trainer.log_episodes > 0) writeEpisodeDumps(config, current, roll, trainer.log_episodes);
+        if (trainer.dump_batches) {
+          const meta = { estimator: estimator.spec.name, step: current, ...dumpedParams(estimator) };
+          dumpBatch(join(outputDir, "batches"), current, meta, batch!.rows, {
+            tokenRewards: batch!.hostRows("tokenRewards"),
+            values: batch!.has("values") ? batch!.hostRows("values") : undefined,
+            oldLogprobs: batch!.hostRows("oldLogprobs"),
+            refLogprobs: batch!.has("refLogprobs") ? batch!.hostRows("refLogprobs") : undefined,
+            advantages: batch!.hostRows("advantages"),
+            returns: batch!.hostRows("returns"),
+          });
+        }
+      } finally {
+        if (trainBatch !== batch) trainBatch?.dispose();
+        batch?.dispose();
       }
 
-      // ---- validation ----
-      if (trainer.test_freq > 0 && (current % trainer.test_freq === 0 || current === trainer.total_steps)) {
-        Object.assign(metrics, await timer.phase("validation", "testing", () => validate(current), "validation episodes"));
+      // ---- validation (skipped once an interrupt came in: the step is done, the run stops) ----
+      if (!interrupted() && trainer.test_freq > 0 && (current % trainer.test_freq === 0 || current === trainer.total_steps)) {
+        const val = await timer.phase("validation", "testing", () => validate(current), "validation episodes");
+        if (val) Object.assign(metrics, val);
       }
       Object.assign(metrics, timer.timings);
       const stepSeconds = (performance.now() - stepStart) / 1000;
@@ -625,19 +530,115 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
         await timer.phase("checkpoint", "save_checkpoint", () => checkpoint(step), "the checkpoint write");
       }
       emit({ type: "step_finished", step, totalSteps: trainer.total_steps, seconds: (performance.now() - stepStart) / 1000 });
+      if (interrupted()) reason = "interrupted";
     }
     if (reason === "completed" && step < trainer.total_steps) reason = "stopped";
-    if (reason === "interrupted" && step > 0 && !lastCheckpoint?.endsWith(`step_${step}`)) checkpoint(step);
+    if (reason === "interrupted" && step > startStep && !lastCheckpoint?.endsWith(`step_${step}`)) checkpoint(step);
     emit({ type: "run_finished", step, reason: reason === "interrupted" ? "interrupted" : "completed", ...(lastCheckpoint ? { checkpoint: lastCheckpoint } : {}) });
     return { step, reason, checkpoint: lastCheckpoint, outputDir };
   } catch (err) {
     const watchdogEnd = err instanceof VagenError && err.message.startsWith("watchdog:");
-    emit({ type: "run_finished", step, reason: watchdogEnd ? "watchdog" : "failed", error: (err as Error).message, ...(lastCheckpoint ? { checkpoint: lastCheckpoint } : {}) });
+    emit({ type: "run_finished", step, failedStep: step + 1, reason: watchdogEnd ? "watchdog" : "failed", error: (err as Error).message, ...(lastCheckpoint ? { checkpoint: lastCheckpoint } : {}) });
     throw err;
   } finally {
     watchdog.dispose();
     await disposeModels(models);
   }
+}
+
+function episodeEvent(step: number, split: "train" | "val", e: RolloutEpisode, tag: string): TrainEvent {
+  return { type: "episode_finished", step, split, env: tag, episodeId: e.episodeId, seed: e.item.seed, reward: e.record.totalReward, success: e.rows[0]?.success ?? false, turns: e.record.turns.length, ...(e.record.error ? { error: e.record.error.message } : {}) };
+}
+
+/** rollouts/step_N/: the first `count` episodes (or the first dropped ones, with their errors). */
+function writeEpisodeDumps(config: TrainConfig, step: number, roll: Rollout, count: number, select: "first" | "dropped" = "first"): void {
+  const ctx = { tags: roll.tags, model: config.model.model_dir, maxTurns: (tag: string) => config.data.train[tag]?.max_turns ?? Number.NaN };
+  dumpEpisodes(join(config.trainer.output_dir, "rollouts", `step_${step}`), roll.episodes, count, ctx, select);
+}
+
+/**
+ * A resumed run must mean the same tensors: another model shape, dtype or critic setup
+ * is refused (unless trainer.resume_allow_changes); any other changed key is named in a
+ * warning.
+ */
+function checkResumeCompatible(checked: CheckedTrainConfig, saved: TrainerState, now: NonNullable<TrainerState["run"]>, previousConfig: unknown, emit: (e: TrainEvent) => void): void {
+  const allow = checked.config.trainer.resume_allow_changes;
+  if (saved.run) {
+    const breaking: string[] = [];
+    if (JSON.stringify(saved.run.modelShape) !== JSON.stringify(now.modelShape)) breaking.push(`the model (${JSON.stringify(saved.run.modelShape)} -> ${JSON.stringify(now.modelShape)})`);
+    if (saved.run.dtype !== now.dtype) breaking.push(`model.dtype (${saved.run.dtype} -> ${now.dtype})`);
+    if (saved.run.critic !== now.critic) breaking.push(`the critic (${saved.run.critic ? "present" : "absent"} -> ${now.critic ? "present" : "absent"})`);
+    if (breaking.length && !allow) {
+      throw new VagenError(
+        `${checked.file}: the checkpoint at step ${saved.step} was trained with another ${breaking.join(", ")}`,
+        "resume with the run's own config, start afresh in another output_dir, or set trainer.resume_allow_changes=true",
+      );
+    }
+  }
+  if (previousConfig !== undefined) {
+    const before = flatten(previousConfig);
+    const after = flatten(redactSecrets(checked.config));
+    const changed = [...new Set([...Object.keys(before), ...Object.keys(after)])].filter((k) => !SEGMENT_KEYS.has(k) && before[k] !== after[k] && before[k] !== '"[redacted]"');
+    if (changed.length) {
+      emit({ type: "warning", step: saved.step, code: "config_changed", message: `resuming step ${saved.step} with a changed config: ${changed.slice(0, 8).map((k) => `${k} (${before[k] ?? "unset"} -> ${after[k] ?? "unset"})`).join(", ")}${changed.length > 8 ? `, and ${changed.length - 8} more` : ""}` });
+    }
+  }
+}
+
+/** The step's batch, rollout and rows trained as verl's metric names. */
+function stepMetrics(batch: StepBatch, roll: Rollout, trained: StepBatch): Record<string, number> {
+  const rows = batch.rows;
+  const metrics: Record<string, number> = {};
+  Object.assign(metrics, summarize("critic/score", batch.rowSums("tokenScores")));
+  Object.assign(metrics, summarize("critic/rewards", batch.rowSums("tokenRewards")));
+  for (const [name, key] of [["advantages", "critic/advantages"], ["returns", "critic/returns"], ["values", "critic/values"]] as const) {
+    if (!batch.has(name)) continue;
+    const s = columnStats(batch, name);
+    Object.assign(metrics, { [`${key}/mean`]: s.mean, [`${key}/max`]: s.max, [`${key}/min`]: s.min });
+  }
+  const sampled = rows.map((r) => r.responseMask.reduce((a, x) => a + x, 0));
+  Object.assign(metrics, summarize("response_length", sampled));
+  Object.assign(metrics, summarize("prompt_length", rows.map((r) => r.promptIds.length)));
+  const responseTokens = rows.reduce((a, r) => a + r.responseIds.length, 0);
+  metrics["rollout/loss_mask_coverage"] = responseTokens ? sampled.reduce((a, b) => a + b, 0) / responseTokens : 0;
+  metrics["response_length/clip_ratio"] = rows.filter((r) => r.truncation !== "none").length / rows.length;
+  const replies = roll.episodes.flatMap((e) => e.record.turns.map((t) => t.completion.text));
+  metrics["rollout/degenerate_rate"] = replies.length ? replies.filter(isDegenerate).length / replies.length : 0;
+  if (rows.every((r) => r.logprobsComplete)) {
+    metrics["rollout/logprob_mismatch"] = torch.tidy(() => {
+      const mask = batch.get("responseMask").ne(0);
+      const diff = batch.get("oldLogprobs").sub(batch.get("rolloutLogprobs")).abs();
+      return torch.where(mask, diff, 0).sum().item() / Math.max(1, mask.to({ dtype: "f64" }).sum().item());
+    });
+  }
+  metrics["data/rows"] = rows.length;
+  metrics["data/rows_trained"] = trained.size;
+  metrics["data/dropped_episodes"] = roll.episodes.filter((e) => e.dropped).length;
+  Object.assign(metrics, envMetrics("train", roll.episodes, roll.tags), roll.stateRewardMetrics);
+  return metrics;
+}
+
+/** mean/max/min of plain numbers under a metric prefix. */
+export function summarize(prefix: string, values: readonly number[]): Record<string, number> {
+  if (values.length === 0) return { [`${prefix}/mean`]: 0, [`${prefix}/max`]: 0, [`${prefix}/min`]: 0 };
+  return {
+    [`${prefix}/mean`]: values.reduce((a, b) => a + b, 0) / values.length,
+    [`${prefix}/max`]: Math.max(...values),
+    [`${prefix}/min`]: Math.min(...values),
+  };
+}
+
+/**
+ * A degenerate response: nothing sampled but the end token, or one character repeated
+ * over most of it (a collapsing policy's first symptom).
+ */
+export function isDegenerate(text: string): boolean {
+  const t = text.trim();
+  if (t.length === 0) return true;
+  if (t.length < 8) return false;
+  const counts = new Map<string, number>();
+  for (const ch of t) counts.set(ch, (counts.get(ch) ?? 0) + 1);
+  return Math.max(...counts.values()) / t.length > 0.8;
 }
 
 /** VAGEN's knobs every batch dump names, plus whatever else the estimator reads. */
@@ -651,7 +652,7 @@ function dumpedParams(estimator: CheckedTrainConfig["estimator"]): Record<string
 /**
  * Metrics that show trouble early, turned into warnings: the trainer's log-probs drifting
  * from the engine's (a weight or template mismatch), replies collapsing into empty or
- * repeated characters, most rows cut at the response budget.
+ * repeated characters, most rows cut at the response budget, a world-model judge failing.
  */
 export function troubleSigns(m: Record<string, number>): { code: string; message: string }[] {
   const out: { code: string; message: string }[] = [];
@@ -665,6 +666,8 @@ export function troubleSigns(m: Record<string, number>): { code: string; message
   if ((m["response_length/clip_ratio"] ?? 0) > 0.5) {
     out.push({ code: "truncation", message: `${Math.round(m["response_length/clip_ratio"]! * 100)}% of rows were truncated (by data.max_response_length, the prompt budget or the context)` });
   }
+  const judge = judgeTrouble(m);
+  if (judge) out.push(judge);
   return out;
 }
 

@@ -1,41 +1,31 @@
 /**
  * The PPO update: the actor's and the critic's losses from src/algorithms over a step's
- * rows, in mini-batches (one optimizer step each) of micro-batches (one forward/backward
+ * batch, in mini-batches (one optimizer step each) of micro-batches (one forward/backward
  * each, gradients accumulated), for ppo_epochs epochs, as verl's dp_actor / dp_critic.
  *
  *   for epoch in ppo_epochs:
- *     for mini in split(rows, n_mini, shuffled?):
- *       zero_grad
+ *     for mini in split(batch, n_mini, shuffled?):
+ *       N = mini's masked tokens and rows            (counted before the split)
  *       for micro in mini (by count, or packed to a token budget):
- *         loss(micro) * rows(micro) / rows(mini) -> backward
- *       clip_grad_norm(grad_clip); optimizer.step(); (metrics)
+ *         loss(micro; divided by N) -> backward       (the micro losses sum to mini's loss)
+ *       clip_grad_norm(grad_clip); optimizer.step() (skipped on a non-finite norm)
  *   scheduler.step()     # once per training step, as verl
  *
- * Per-row data (old log-probs, advantages, ...) is carried as host arrays, one per row,
- * and turned into [B, R] tensors per micro-batch, so rows of any width mix freely.
+ * Because every micro-batch's loss is divided by the whole mini-batch's counts, a
+ * mini-batch's gradient is the same for any micro-batch size or token budget, in every
+ * loss_agg_mode. Between micro-batches the update yields to the event loop, so a signal
+ * handler runs while a long update is in flight.
  */
 import * as torch from "../torch/index.ts";
 import { optim, type Tensor } from "../torch/index.ts";
 
 const { AdamW, LRScheduler, clipGradNorm, constantSchedule, warmupCosineSchedule } = optim;
-import { aggregateLoss, klLoss, klPenalty, maskedMean, policyLoss, readMetrics, valueLoss, type LossAggMode, type PolicyLossMode, type SampledKlPenalty } from "../algorithms/index.ts";
+import { aggregateLoss, klLoss, klPenalty, policyLoss, readMetrics, valueLoss, type KlPenalty, type LossAggMode, type LossNormalizer, type PolicyLossMode } from "../algorithms/index.ts";
 import type { ModelFamily, ValueHead } from "../models/index.ts";
 import type { TrainingRow } from "../rollout/types.ts";
 import { Rng } from "../core/rng.ts";
-import { policyForward, rowsTensor, valueForward, type TrainingModel } from "./forward.ts";
-
-/** Per-row columns the update reads, one array per row of its response length. */
-export interface RowColumns {
-  oldLogprobs: Float32Array[];
-  advantages: Float32Array[];
-  returns?: Float32Array[];
-  values?: Float32Array[];
-  refLogprobs?: Float32Array[];
-  /** Positions the critic is trained on (default: the response mask). */
-  valueMask?: Float32Array[];
-  /** Turn id per token (-1 outside turns), for turn_gspo / turn_ppo. */
-  turnIds?: Int32Array[];
-}
+import { policyForward, valueForward, type TrainingModel } from "./forward.ts";
+import type { ColumnName, StepBatch } from "./step-batch.ts";
 
 export interface BatchingOptions {
   /** Mini-batches per epoch (train_batch_size / ppo_mini_batch_size). */
@@ -146,15 +136,19 @@ export class ParameterOptimizer {
     }
   }
 
-  /** Clip, step; returns the gradient norm before clipping. */
-  step(gradClip: number): number {
+  /**
+   * Clip, step; returns the gradient norm before clipping and whether the step was taken.
+   * A non-finite norm means a bad batch: the step is skipped rather than poison the
+   * weights (verl does the same); the caller counts skipped steps.
+   */
+  step(gradClip: number): { gradNorm: number; skipped: boolean } {
     const norm = clipGradNorm(this.params, gradClip);
     const value = norm.item();
     norm.dispose();
-    // A non-finite norm means a bad batch: skip the step rather than poison the weights (verl does the same).
-    if (Number.isFinite(value)) this.optimizer.step();
+    const skipped = !Number.isFinite(value);
+    if (!skipped) this.optimizer.step();
     this.zeroGrad();
-    return value;
+    return { gradNorm: value, skipped };
   }
 
   dispose(): void {
@@ -164,21 +158,44 @@ export class ParameterOptimizer {
   }
 }
 
-/** Means of per-micro-batch metric values, as verl logs them. */
-class MetricMeans {
-  #sums = new Map<string, { sum: number; n: number }>();
+/**
+ * Metrics of an update, as verl logs them: each micro-batch's metric values averaged,
+ * except the losses, which are summed over a mini-batch's micro-batches first (each
+ * micro-batch's loss is its share of the mini-batch's), and counts, which are summed.
+ */
+class UpdateMetrics {
+  #means = new Map<string, { sum: number; n: number }>();
+  #mini = new Map<string, number>();
+  #counts = new Map<string, number>();
 
-  add(values: Record<string, number>): void {
+  constructor(private readonly lossKeys: ReadonlySet<string>) {}
+
+  micro(values: Record<string, number>): void {
     for (const [k, v] of Object.entries(values)) {
-      const e = this.#sums.get(k) ?? { sum: 0, n: 0 };
-      e.sum += v;
-      e.n += 1;
-      this.#sums.set(k, e);
+      if (this.lossKeys.has(k)) this.#mini.set(k, (this.#mini.get(k) ?? 0) + v);
+      else this.#mean(k, v);
     }
   }
 
-  means(): Record<string, number> {
-    return Object.fromEntries([...this.#sums].map(([k, e]) => [k, e.sum / e.n]));
+  endMini(values: Record<string, number>): void {
+    for (const [k, v] of this.#mini) this.#mean(k, v);
+    this.#mini.clear();
+    for (const [k, v] of Object.entries(values)) this.#mean(k, v);
+  }
+
+  count(key: string, by: number): void {
+    this.#counts.set(key, (this.#counts.get(key) ?? 0) + by);
+  }
+
+  #mean(k: string, v: number): void {
+    const e = this.#means.get(k) ?? { sum: 0, n: 0 };
+    e.sum += v;
+    e.n += 1;
+    this.#means.set(k, e);
+  }
+
+  result(): Record<string, number> {
+    return { ...Object.fromEntries([...this.#means].map(([k, e]) => [k, e.sum / e.n])), ...Object.fromEntries(this.#counts) };
   }
 }
 
@@ -187,75 +204,101 @@ export interface ActorUpdateOptions extends BatchingOptions {
   chunkTokens: number;
   lossMode: PolicyLossMode;
   lossAggMode: LossAggMode;
+  /** seq-mean-token-sum-norm's constant (data.max_response_length unless configured). */
+  tokenSumNorm: number;
   clipRatio: number;
   clipRatioLow?: number;
   clipRatioHigh?: number;
   clipRatioC: number;
   entropyCoeff: number;
-  /** KL loss against the reference policy (needs refLogprobs). */
-  klLoss?: { coef: number; type: SampledKlPenalty };
+  /** KL loss against the reference policy (needs the refLogprobs column). */
+  klLoss?: { coef: number; type: KlPenalty };
   gradClip: number;
 }
 
-/**
- * The PPO update schedule both updates share: `epochs` passes over the rows, each split
- * into mini-batches (one optimizer step each, then `afterMini`'s metrics), each split into
- * micro-batches whose losses are scaled by their share of the mini-batch and accumulated.
- * Returns the metrics averaged over every micro- and mini-batch; the scheduler steps once.
- */
-function runUpdate(
-  optim: ParameterOptimizer,
-  rows: readonly TrainingRow[],
-  opts: BatchingOptions & { gradClip: number },
-  rng: Rng,
-  prefix: "actor" | "critic",
-  microStep: (micro: number[], microRows: TrainingRow[], share: number) => Record<string, number>,
-): Record<string, number> {
-  const metrics = new MetricMeans();
-  for (let epoch = 0; epoch < opts.epochs; epoch++) {
-    for (const mini of miniBatchPlan(rows.length, opts.miniBatches, opts.shuffle, rng)) {
-      for (const micro of microBatchPlan(mini, rows, opts)) {
-        metrics.add(microStep(micro, micro.map((i) => rows[i]!), micro.length / mini.length));
-      }
-      metrics.add({ [`${prefix}/grad_norm`]: optim.step(opts.gradClip), [`${prefix}/lr`]: optim.optimizer.lr });
-    }
-  }
-  optim.scheduler.step();
-  return metrics.means();
+/** Lets the event loop run (signal handlers, timers) between two blocking libtorch calls. */
+export function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
-/** One actor update over a step's rows; returns actor/* metrics. */
-export function updateActor(model: TrainingModel, optim: ParameterOptimizer, rows: readonly TrainingRow[], cols: RowColumns, opts: ActorUpdateOptions, rng: Rng): Record<string, number> {
-  const device = model.device;
-  return runUpdate(optim, rows, opts, rng, "actor", (micro, microRows, share) =>
+/**
+ * The PPO update schedule both updates share: `epochs` passes over the batch, each split
+ * into mini-batches (one optimizer step each), each split into micro-batches that see the
+ * mini-batch's normalizer (counted over `maskColumn`) and accumulate gradients. Returns
+ * the metrics (see UpdateMetrics) plus `<prefix>/grad_norm`, `<prefix>/lr` and
+ * `<prefix>/skipped_steps` (optimizer steps skipped for a non-finite gradient norm).
+ */
+async function runUpdate(
+  optimizer: ParameterOptimizer,
+  batch: StepBatch,
+  opts: BatchingOptions & { gradClip: number; tokenSumNorm: number },
+  rng: Rng,
+  prefix: "actor" | "critic",
+  maskColumn: ColumnName,
+  lossKeys: readonly string[],
+  microStep: (micro: StepBatch, normalizer: LossNormalizer) => Record<string, number>,
+): Promise<Record<string, number>> {
+  const metrics = new UpdateMetrics(new Set(lossKeys));
+  metrics.count(`${prefix}/skipped_steps`, 0);
+  for (let epoch = 0; epoch < opts.epochs; epoch++) {
+    for (const miniIndices of miniBatchPlan(batch.size, opts.miniBatches, opts.shuffle, rng)) {
+      using mini = batch.select(miniIndices);
+      const normalizer: LossNormalizer = { tokens: mini.tokenCount(maskColumn), rows: mini.rowCount(maskColumn), tokenSumNorm: opts.tokenSumNorm };
+      const local = mini.rows.map((_, i) => i);
+      for (const microIndices of microBatchPlan(local, mini.rows, opts)) {
+        using micro = mini.select(microIndices);
+        metrics.micro(microStep(micro, normalizer));
+        await yieldToEventLoop();
+      }
+      const { gradNorm, skipped } = optimizer.step(opts.gradClip);
+      if (skipped) metrics.count(`${prefix}/skipped_steps`, 1);
+      metrics.endMini({ [`${prefix}/grad_norm`]: gradNorm, [`${prefix}/lr`]: optimizer.optimizer.lr });
+    }
+  }
+  optimizer.scheduler.step();
+  return metrics.result();
+}
+
+/** The column the actor's loss is taken over: the rollout correction's loss mask, else the response mask. */
+export function actorMaskColumn(batch: StepBatch): ColumnName {
+  return batch.has("lossMask") ? "lossMask" : "responseMask";
+}
+
+/**
+ * One actor update over a step's batch (columns: oldLogprobs, advantages; optional
+ * turnIds, isWeights, lossMask, refLogprobs); returns actor/* metrics.
+ */
+export function updateActor(model: TrainingModel, optimizer: ParameterOptimizer, batch: StepBatch, opts: ActorUpdateOptions, rng: Rng): Promise<Record<string, number>> {
+  if (opts.klLoss && !batch.has("refLogprobs")) throw new Error("actor.use_kl_loss is on but the batch has no reference log-probs");
+  const maskColumn = actorMaskColumn(batch);
+  return runUpdate(optimizer, batch, opts, rng, "actor", maskColumn, ["actor/pg_loss", "actor/entropy", "actor/kl_loss"], (micro, normalizer) =>
     readMetrics(
       torch.tidy(() => {
-        const out = policyForward(model, microRows, { temperature: opts.temperature, chunkTokens: opts.chunkTokens, withEntropy: true });
-        const R = out.logProbs.shape[1]!;
-        const col = (c: readonly ArrayLike<number>[]) => rowsTensor(micro.map((i) => c[i]!), R, { device });
-        const mask = rowsTensor(microRows.map((r) => r.responseMask), R, { device });
+        const out = policyForward(model, micro.rows, { temperature: opts.temperature, chunkTokens: opts.chunkTokens, withEntropy: true });
+        const mask = micro.get(maskColumn);
         const pg = policyLoss(
           opts.lossMode,
           {
             logProb: out.logProbs,
-            oldLogProb: col(cols.oldLogprobs),
-            advantages: col(cols.advantages),
+            oldLogProb: micro.get("oldLogprobs"),
+            advantages: micro.get("advantages"),
             responseMask: mask,
-            turnIds: cols.turnIds ? rowsTensor(micro.map((i) => cols.turnIds![i]!), R, { dtype: "i64", fill: -1, device }) : undefined,
+            turnIds: micro.maybe("turnIds"),
+            rolloutIsWeights: micro.maybe("isWeights"),
           },
-          { clipRatio: opts.clipRatio, clipRatioLow: opts.clipRatioLow, clipRatioHigh: opts.clipRatioHigh, clipRatioC: opts.clipRatioC, lossAggMode: opts.lossAggMode },
+          { clipRatio: opts.clipRatio, clipRatioLow: opts.clipRatioLow, clipRatioHigh: opts.clipRatioHigh, clipRatioC: opts.clipRatioC, lossAggMode: opts.lossAggMode, normalizer },
         );
         let loss = pg.loss;
-        const entropy = aggregateLoss(out.entropy!, mask, opts.lossAggMode);
+        const entropy = aggregateLoss(out.entropy!, mask, opts.lossAggMode, normalizer);
         if (opts.entropyCoeff !== 0) loss = loss.sub(entropy.mul(opts.entropyCoeff));
         const extra: Record<string, Tensor> = { "actor/entropy": entropy.detach() };
         if (opts.klLoss) {
-          if (!cols.refLogprobs) throw new Error("actor.use_kl_loss is on but the batch has no reference log-probs");
-          const kl = klLoss(klPenalty(out.logProbs, col(cols.refLogprobs), opts.klLoss.type), mask, { coef: opts.klLoss.coef, lossAggMode: opts.lossAggMode });
-          loss = loss.add(kl.loss.mul(opts.klLoss.coef));
+          // klLoss applies the coefficient; it is not multiplied again here.
+          const kl = klLoss(klPenalty(out.logProbs, micro.get("refLogprobs"), opts.klLoss.type), mask, { coef: opts.klLoss.coef, lossAggMode: opts.lossAggMode, normalizer });
+          loss = loss.add(kl.loss);
           Object.assign(extra, kl.metrics);
         }
-        loss.mul(share).backward();
+        loss.backward();
         return { ...pg.metrics, ...extra };
       }),
     ),
@@ -265,29 +308,26 @@ export function updateActor(model: TrainingModel, optim: ParameterOptimizer, row
 export interface CriticUpdateOptions extends BatchingOptions {
   cliprangeValue: number;
   lossAggMode: LossAggMode;
+  /** seq-mean-token-sum-norm's constant. */
+  tokenSumNorm: number;
   gradClip: number;
 }
 
-/** One critic update over a step's rows; returns critic/* metrics. */
-export function updateCritic(model: TrainingModel, head: ValueHead, optim: ParameterOptimizer, rows: readonly TrainingRow[], cols: RowColumns, opts: CriticUpdateOptions, rng: Rng): Record<string, number> {
-  if (!cols.values || !cols.returns) throw new Error("updateCritic: the batch has no values or returns");
-  const device = model.device;
-  return runUpdate(optim, rows, opts, rng, "critic", (micro, microRows, share) =>
+/** One critic update over a step's batch (columns: values, returns; optional valueMask); returns critic/* metrics. */
+export function updateCritic(model: TrainingModel, head: ValueHead, optimizer: ParameterOptimizer, batch: StepBatch, opts: CriticUpdateOptions, rng: Rng): Promise<Record<string, number>> {
+  if (!batch.has("values") || !batch.has("returns")) throw new Error("updateCritic: the batch has no values or returns");
+  const maskColumn: ColumnName = batch.has("valueMask") ? "valueMask" : "responseMask";
+  return runUpdate(optimizer, batch, opts, rng, "critic", maskColumn, ["critic/vf_loss"], (micro, normalizer) =>
     readMetrics(
       torch.tidy(() => {
-        const vpreds = valueForward(model, head, microRows);
-        const R = vpreds.shape[1]!;
-        const col = (c: readonly ArrayLike<number>[]) => rowsTensor(micro.map((i) => c[i]!), R, { device });
-        const mask = cols.valueMask ? col(cols.valueMask) : rowsTensor(microRows.map((r) => r.responseMask), R, { device });
-        const out = valueLoss({ vpreds, values: col(cols.values!), returns: col(cols.returns!), valueMask: mask }, { cliprangeValue: opts.cliprangeValue, lossAggMode: opts.lossAggMode });
-        out.loss.mul(share).backward();
+        const vpreds = valueForward(model, head, micro.rows);
+        const out = valueLoss(
+          { vpreds, values: micro.get("values"), returns: micro.get("returns"), valueMask: micro.get(maskColumn) },
+          { cliprangeValue: opts.cliprangeValue, lossAggMode: opts.lossAggMode, normalizer },
+        );
+        out.loss.backward();
         return out.metrics;
       }),
     ),
   );
-}
-
-/** Masked mean of a [B, R] tensor as a number (for metrics). */
-export function maskedMeanValue(values: Tensor, mask: Tensor): number {
-  return torch.tidy(() => maskedMean(values, mask).item());
 }

@@ -4,9 +4,9 @@
  */
 import { describe, expect, test } from "bun:test";
 import { torch, expectClose, values, noLeak } from "../torch/helpers.ts";
-import { AdaptiveKlController, FixedKlController, applyKlPenalty, createKlController, fullKl, klLoss, klPenalty } from "../../src/algorithms/kl.ts";
-import { entropyFromLogits, tokenLogProbs } from "../../src/algorithms/entropy.ts";
-import { truncatedImportanceWeights } from "../../src/algorithms/mismatch.ts";
+import { AdaptiveKlController, FixedKlController, applyKlPenalty, createKlController, klLoss, klPenalty } from "../../src/algorithms/kl.ts";
+import { tokenLogProbs } from "../../src/algorithms/entropy.ts";
+import { rolloutCorrection, type RolloutCorrectionOptions } from "../../src/algorithms/mismatch.ts";
 import { rewardVarianceFilter, rewardVarianceTopPFilter, rowRewards } from "../../src/algorithms/filters.ts";
 import { readMetrics } from "../../src/algorithms/metrics.ts";
 
@@ -33,18 +33,9 @@ describe("klPenalty", () => {
       expect(klPenalty(f64([[0]]), f64([[-30]]), "low_var_kl").item()).toBe(10);
     }));
 
-  test("full needs logits", () => {
-    expect(() => klPenalty(f64([[0]]), f64([[0]]), "full" as never)).toThrow(/fullKl/);
+  test("verl's full KL is not offered", () => {
+    expect(() => klPenalty(f64([[0]]), f64([[0]]), "full" as never)).toThrow(/kl_penalty: expected one of/);
   });
-
-  test("fullKl from logits", () =>
-    noLeak(() => {
-      // π = softmax([0, 0]) = [½, ½]; π_ref = softmax([ln 3, 0]) = [¾, ¼]
-      // KL = ½ ln(½/¾) + ½ ln(½/¼) = ½ ln(4/3) ≈ 0.143841
-      const kl = fullKl(torch.tensor([[[0, 0]]], undefined, { dtype: "f64" }), torch.tensor([[[Math.log(3), 0]]], undefined, { dtype: "f64" }), { chunkTokens: 1 });
-      expect(kl.shape).toEqual([1, 1]);
-      expectClose(kl.item(), 0.5 * Math.log(4 / 3), 1e-12);
-    }));
 
   test("klLoss: coefficient times aggregated KL", () =>
     noLeak(() => {
@@ -86,7 +77,8 @@ describe("KL in the reward and its controllers", () => {
     fixed.update(5, 100);
     expect(fixed.value).toBe(0.001);
     expect(createKlController({ type: "adaptive" })).toBeInstanceOf(AdaptiveKlController);
-    expect(() => createKlController({ type: "adaptive", horizon: 0 })).toThrow(/algorithm\.kl_ctrl\.horizon: kl_ctrl.horizon: expected a number > 0/);
+    expect(() => createKlController({ type: "adaptive", horizon: 0 })).toThrow(/algorithm\.kl_ctrl\.horizon: expected a finite number > 0/);
+    expect(() => createKlController({ type: "adaptive", target_kl: 0 })).toThrow(/algorithm\.kl_ctrl\.target_kl: expected a finite number > 0/);
     expect(() => createKlController({ kl_coeff: 1 })).toThrow(/algorithm\.kl_ctrl\.kl_coeff/);
   });
 });
@@ -127,7 +119,8 @@ describe("tokenLogProbs", () => {
         expectClose(r.ent, direct.ent, 1e-12);
         expectClose(r.grad, direct.grad, 1e-12);
       }
-      expectClose(values(entropyFromLogits(logits)), direct.ent, 1e-12);
+      // the entropy straight from the definition, without chunks
+      expectClose(values(torch.tidy(() => { const logp = logits.logSoftmax(-1); return logp.exp().mul(logp).sum(-1).neg(); })), direct.ent, 1e-12);
     }));
 
   test("bf16 logits are computed in float32; temperature divides the logits", () =>
@@ -146,27 +139,66 @@ describe("tokenLogProbs", () => {
   });
 });
 
-describe("truncatedImportanceWeights", () => {
-  test("weights and mismatch metrics by hand", () =>
+describe("rolloutCorrection", () => {
+  const tis: RolloutCorrectionOptions = { is: "token", isThreshold: 2, rs: null, rsThreshold: 2 };
+  // r = old − rollout = [0, 1, −0.5, (masked)]; exp(r) = [1, e, 0.60653]
+  const old = () => f64([[-1, -1, -1, -1]]);
+  const rollout = () => f64([[-1, -2, -0.5, -9]]);
+  const mask = () => f64([[1, 1, 1, 0]]);
+
+  test("token weights truncated at the threshold, and the mismatch metrics by hand", () =>
     noLeak(() => {
-      // r = old − rollout = [0, 1, −0.5, (masked)]; exp(r) = [1, e, 0.60653]; capped at 2 -> [1, 2, 0.60653, 0]
-      const { weights, metrics } = truncatedImportanceWeights(f64([[-1, -1, -1, -1]]), f64([[-1, -2, -0.5, -9]]), f64([[1, 1, 1, 0]]));
+      const { weights, lossMask, metrics } = rolloutCorrection(old(), rollout(), mask(), tis);
+      // capped at 2 -> [1, 2, 0.60653, 0]
       expectClose(values(weights), [1, 2, Math.exp(-0.5), 0], 1e-12);
+      expectClose(values(lossMask), [1, 1, 1, 0], 0);
       const m = readMetrics(metrics);
-      expectClose(m["mismatch/logprob_abs_diff_mean"]!, 0.5, 1e-12); // (0 + 1 + 0.5) / 3
-      expectClose(m["mismatch/logprob_abs_diff_max"]!, 1, 1e-12); // the masked 8 does not count
-      expectClose(m["mismatch/mismatch_kl"]!, -1 / 6, 1e-12); // mean of rollout − old = (0 − 1 + 0.5) / 3
+      expectClose(m["rollout_corr/logprob_abs_diff_mean"]!, 0.5, 1e-12); // (0 + 1 + 0.5) / 3
+      expectClose(m["rollout_corr/logprob_abs_diff_max"]!, 1, 1e-12); // the masked 8 does not count
+      expectClose(m["rollout_corr/mismatch_kl"]!, -1 / 6, 1e-12); // mean of rollout − old = (0 − 1 + 0.5) / 3
       // k3 = mean(e^r − r − 1) = (0 + (e − 2) + (e^{-0.5} − 0.5)) / 3
-      expectClose(m["mismatch/mismatch_k3_kl"]!, (Math.E - 2 + Math.exp(-0.5) - 0.5) / 3, 1e-12);
-      expectClose(m["mismatch/tis_capped_fraction"]!, 1 / 3, 1e-12);
-      expectClose(m["mismatch/tis_weight_max"]!, 2, 1e-12);
-      expectClose(m["mismatch/tis_weight_mean"]!, (3 + Math.exp(-0.5)) / 3, 1e-12);
+      expectClose(m["rollout_corr/mismatch_k3_kl"]!, (Math.E - 2 + Math.exp(-0.5) - 0.5) / 3, 1e-12);
+      expectClose(m["rollout_corr/is_clipped_fraction"]!, 1 / 3, 1e-12);
+      expectClose(m["rollout_corr/is_weight_max"]!, 2, 1e-12);
+      expectClose(m["rollout_corr/is_weight_min"]!, Math.exp(-0.5), 1e-12);
+      expectClose(m["rollout_corr/is_weight_mean"]!, (3 + Math.exp(-0.5)) / 3, 1e-12);
+      expectClose(m["rollout_corr/rs_masked_fraction"]!, 0, 0);
+    }));
+
+  test("sequence weights: one weight per row, exp of the row's summed log-ratio", () =>
+    noLeak(() => {
+      // row 0: Σr = 0.5 -> e^0.5 = 1.6487 (under 2); row 1: Σr = 0.1 + 0.2 = 0.3 -> e^0.3
+      const { weights } = rolloutCorrection(f64([[-1, -1, -1, -1], [0, 0, 0, 0]]), f64([[-1, -2, -0.5, -9], [-0.1, -0.2, 5, 5]]), f64([[1, 1, 1, 0], [1, 1, 0, 0]]), { ...tis, is: "sequence" });
+      const h = Math.exp(0.5);
+      const s = Math.exp(0.3);
+      expectClose(values(weights), [h, h, h, 0, s, s, 0, 0], 1e-12);
+    }));
+
+  test("rejection masks tokens or rows outside [1/threshold, threshold]", () =>
+    noLeak(() => {
+      // token: e (> 2) leaves; 1 and e^{-0.5} (> 0.5) stay
+      const token = rolloutCorrection(old(), rollout(), mask(), { is: null, isThreshold: 2, rs: "token", rsThreshold: 2 });
+      expectClose(values(token.lossMask), [1, 0, 1, 0], 0);
+      expectClose(values(token.weights), [1, 1, 1, 0], 0);
+      expectClose(readMetrics(token.metrics)["rollout_corr/rs_masked_fraction"]!, 1 / 3, 1e-12);
+      // sequence: Σr = 0.5 -> e^0.5 = 1.65 in [0.5, 2]: kept; with threshold 1.5 it leaves whole
+      expectClose(values(rolloutCorrection(old(), rollout(), mask(), { is: null, isThreshold: 2, rs: "sequence", rsThreshold: 2 }).lossMask), [1, 1, 1, 0], 0);
+      expectClose(values(rolloutCorrection(old(), rollout(), mask(), { is: null, isThreshold: 2, rs: "sequence", rsThreshold: 1.5 }).lossMask), [0, 0, 0, 0], 0);
+      // geometric: mean r = 0.5 / 3 -> e^{1/6} = 1.18; a lower bound of 1.2 rejects the row
+      expectClose(values(rolloutCorrection(old(), rollout(), mask(), { is: null, isThreshold: 2, rs: "geometric", rsThreshold: 2, rsThresholdLower: 1.2 }).lossMask), [0, 0, 0, 0], 0);
+    }));
+
+  test("agreeing policies give weights of exactly 1", () =>
+    noLeak(() => {
+      const { weights, metrics } = rolloutCorrection(f64([[-0.3, -2]]), f64([[-0.3, -2]]), f64([[1, 1]]), tis);
+      expect(Array.from(values(weights))).toEqual([1, 1]);
+      expect(readMetrics(metrics)["rollout_corr/is_clipped_fraction"]).toBe(0);
     }));
 
   test("weights are detached", () =>
     noLeak(() => {
-      const old = f64([[-1]]).requiresGrad_(true);
-      expect(truncatedImportanceWeights(old, f64([[-1]]), f64([[1]])).weights.requiresGrad).toBe(false);
+      const lp = f64([[-1]]).requiresGrad_(true);
+      expect(rolloutCorrection(lp, f64([[-1]]), f64([[1]]), tis).weights.requiresGrad).toBe(false);
     }));
 });
 

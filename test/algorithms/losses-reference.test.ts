@@ -9,9 +9,9 @@ import { torch, expectClose, values, noLeak } from "../torch/helpers.ts";
 import { aggregateLoss, type LossAggMode } from "../../src/algorithms/aggregate.ts";
 import { policyLoss, type PolicyLossMode, type PolicyLossOptions } from "../../src/algorithms/policy-loss.ts";
 import { valueLoss, type ValueLossOptions } from "../../src/algorithms/value-loss.ts";
-import { fullKl, klPenalty, type SampledKlPenalty } from "../../src/algorithms/kl.ts";
+import { klPenalty, type KlPenalty } from "../../src/algorithms/kl.ts";
 import { tokenLogProbs } from "../../src/algorithms/entropy.ts";
-import { truncatedImportanceWeights } from "../../src/algorithms/mismatch.ts";
+import { rolloutCorrection } from "../../src/algorithms/mismatch.ts";
 import { readMetrics } from "../../src/algorithms/metrics.ts";
 
 type Grid = number[][];
@@ -19,7 +19,7 @@ interface Reference {
   aggregate: { mode: LossAggMode; lossMat: Grid; mask: Grid; expected: number }[];
   policy: { mode: PolicyLossMode; options: PolicyLossOptions; inputs: Record<string, Grid>; loss: number; metrics: Record<string, number> }[];
   value: { options: ValueLossOptions; inputs: Record<"vpreds" | "values" | "returns" | "valueMask", Grid>; loss: number; metrics: Record<string, number> }[];
-  kl: { kind: SampledKlPenalty | "full"; logProb?: Grid; refLogProb?: Grid; logits?: number[][][]; refLogits?: number[][][]; expected: Grid }[];
+  kl: { kind: KlPenalty; logProb: Grid; refLogProb: Grid; expected: Grid }[];
   logprobs: { temperature: number; logits: number[][][]; tokens: Grid; logProbs: Grid; entropy: Grid }[];
   tis: { cap: number; oldLogProb: Grid; rolloutLogProb: Grid; responseMask: Grid; weights: Grid; metrics: Record<string, number> }[];
 }
@@ -86,7 +86,7 @@ describe("reference: KL", () => {
   for (const c of reference.kl) {
     test(c.kind, () =>
       noLeak(() => {
-        const kl = c.kind === "full" ? fullKl(f64(c.logits), f64(c.refLogits), { chunkTokens: 4 }) : klPenalty(f64(c.logProb), f64(c.refLogProb), c.kind);
+        const kl = klPenalty(f64(c.logProb), f64(c.refLogProb), c.kind);
         expectClose(values(kl), c.expected.flat(), TOL, TOL);
       }));
   }
@@ -107,7 +107,7 @@ describe("reference: truncated importance sampling", () => {
   for (const c of reference.tis) {
     test(`cap ${c.cap}`, () =>
       noLeak(() => {
-        const r = truncatedImportanceWeights(f64(c.oldLogProb), f64(c.rolloutLogProb), f64(c.responseMask), { cap: c.cap });
+        const r = rolloutCorrection(f64(c.oldLogProb), f64(c.rolloutLogProb), f64(c.responseMask), { is: "token", isThreshold: c.cap, rs: null, rsThreshold: 2 });
         expectClose(values(r.weights), c.weights.flat(), TOL, TOL);
         expectMetrics(readMetrics(r.metrics), c.metrics);
       }));

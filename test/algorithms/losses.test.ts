@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { torch, expectClose, values, noLeak, finiteDifference, analyticGradient } from "../torch/helpers.ts";
-import { aggregateLoss, maskedMean } from "../../src/algorithms/aggregate.ts";
+import { aggregateLoss, lossNormalizer, maskedMean } from "../../src/algorithms/aggregate.ts";
 import { gspoLoss, policyLoss, ppoClipLoss, turnPolicyLoss, type PolicyLossInputs } from "../../src/algorithms/policy-loss.ts";
 import { valueLoss } from "../../src/algorithms/value-loss.ts";
 import { readMetrics } from "../../src/algorithms/metrics.ts";
@@ -23,11 +23,26 @@ describe("aggregateLoss", () => {
     ["token-mean", 7 / 3], // (1 + 2 + 4) / 3 tokens
     ["seq-mean-token-sum", 3.5], // (3 + 4) / 2 rows with tokens
     ["seq-mean-token-mean", 2.75], // (3/2 + 4/1) / 2
-    ["seq-mean-token-sum-norm", 7 / 4], // (3 + 4) / T = 4
+    ["seq-mean-token-sum-norm", 7 / 8], // (3 + 4) / (2 rows · T = 4)
   ];
   for (const [mode, expected] of cases) {
     test(mode, () => noLeak(() => expectClose(aggregateLoss(loss(), mask(), mode as never).item(), expected, 1e-12)));
   }
+
+  test("a mini-batch's normalizer: each part's loss is its share, and the parts sum to the whole", () =>
+    noLeak(() => {
+      // the batch above cut into row 0 and rows 1-2; the whole's counts: 3 tokens, 2 rows, T = 4
+      const whole = { tokens: 3, rows: 2, tokenSumNorm: 4 };
+      const top = (t: torch.Tensor) => t.narrow(0, 0, 1);
+      const rest = (t: torch.Tensor) => t.narrow(0, 1, 2);
+      for (const [mode, expected] of cases) {
+        const sum = aggregateLoss(top(loss()), top(mask()), mode as never, whole).item() + aggregateLoss(rest(loss()), rest(mask()), mode as never, whole).item();
+        expectClose(sum, expected, 1e-12);
+      }
+    }));
+
+  test("lossNormalizer counts masked tokens and rows with a token", () =>
+    noLeak(() => expect(lossNormalizer(mask())).toEqual({ tokens: 3, rows: 2, tokenSumNorm: 4 })));
 
   test("an empty mask aggregates to 0 in every mode, never NaN", () =>
     noLeak(() => {
@@ -178,8 +193,8 @@ describe("turn_gspo / turn_ppo", () => {
       expectClose(values(input.logProb.grad!), [2, 2, -1.1, 0], 1e-12);
     }));
 
-  test("globalBatchSize replaces the local row count", () =>
-    noLeak(() => expectClose(turnPolicyLoss("turn_gspo", x(), { globalBatchSize: 4 }).loss.item(), (Math.SQRT2 - 1.1) / 4, 1e-12)));
+  test("the normalizer's rows replace the local row count", () =>
+    noLeak(() => expectClose(turnPolicyLoss("turn_gspo", x(), { normalizer: { tokens: 99, rows: 4, tokenSumNorm: 1 } }).loss.item(), (Math.SQRT2 - 1.1) / 4, 1e-12)));
 
   test("refuses to run without turn ids", () => {
     const { turnIds: _, ...rest } = x();

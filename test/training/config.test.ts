@@ -75,6 +75,24 @@ describe("train config", () => {
 describe("the example recipes", () => {
   const dir = join(import.meta.dir, "../../examples/train");
   const recipes = readdirSync(dir).filter((f) => f.endsWith(".yaml") && !f.startsWith("_"));
+  test("values the trainer would refuse only after a rollout are refused here, naming the key", async () => {
+    // the adaptive KL controller divides by target_kl: the config and the controller share one schema
+    expect(await failure(["algorithm.kl_ctrl.type=adaptive", "algorithm.kl_ctrl.target_kl=0"])).toContain("algorithm.kl_ctrl.target_kl");
+    // the training log-probs divide by the temperature (validation may be greedy)
+    expect(await failure(["rollout.temperature=0"])).toContain("rollout.temperature");
+    expect((await loadTrainConfig(TINY, ["rollout.val_kwargs.temperature=0"])).config.rollout.val_kwargs.temperature).toBe(0);
+    // verl's "full" KL needs both models' whole distributions, which the trainer does not keep
+    expect(await failure(["algorithm.kl_penalty=full"])).toContain("algorithm.kl_penalty");
+    expect(await failure(["actor.use_kl_loss=true", "actor.kl_loss_type=full"])).toContain("actor.kl_loss_type");
+    expect(await failure(["algorithm.rollout_correction.rollout_is=row"])).toContain("algorithm.rollout_correction.rollout_is");
+  });
+
+  test("rollout correction is on by default, token-level with threshold 2", async () => {
+    const { config } = await loadTrainConfig(TINY);
+    expect(config.algorithm.rollout_correction).toEqual({ rollout_is: "token", rollout_is_threshold: 2, rollout_rs: null, rollout_rs_threshold: 2, rollout_rs_threshold_lower: null });
+    expect(config.actor.loss_scale_factor).toBeNull();
+  });
+
   test("there is one for each VAGEN recipe", () => {
     expect(recipes.length).toBeGreaterThanOrEqual(11);
   });

@@ -99,31 +99,35 @@ describe("a run's outputs", () => {
     { timeout: 300_000 },
   );
 
-  test(
-    "Ctrl-C abandons the step, saves a checkpoint of the last finished one, exits 130",
-    async () => {
-      const dir = mkdtempSync(join(tmpdir(), "vagen-sigint-"));
-      const child = spawn(["bun", MAIN, "train", CONFIG, `trainer.output_dir=${dir}`, "trainer.total_steps=50", "trainer.save_freq=0"], {
-        stderr: "pipe",
-        stdout: "ignore",
-        env: { ...process.env, OMP_NUM_THREADS: "2" },
-      });
-      let log = "";
-      const decoder = new TextDecoder();
-      let sent = false;
-      for await (const chunk of child.stderr) {
-        log += decoder.decode(chunk);
-        if (!sent && log.includes("[step 2/50] rollout")) {
-          child.kill("SIGINT");
-          sent = true;
+  for (const [signal, status] of [["SIGINT", 130], ["SIGTERM", 143], ["SIGHUP", 129]] as const) {
+    test(
+      `${signal} stops at the next phase boundary, saves a checkpoint of the last finished step, exits ${status}`,
+      async () => {
+        const dir = mkdtempSync(join(tmpdir(), "vagen-signal-"));
+        const child = spawn(["bun", MAIN, "train", CONFIG, `trainer.output_dir=${dir}`, "trainer.total_steps=50", "trainer.save_freq=0"], {
+          stderr: "pipe",
+          stdout: "ignore",
+          env: { ...process.env, OMP_NUM_THREADS: "2" },
+        });
+        let log = "";
+        const decoder = new TextDecoder();
+        let sent = false;
+        for await (const chunk of child.stderr) {
+          log += decoder.decode(chunk);
+          if (!sent && log.includes("[step 2/50] rollout")) {
+            child.kill(signal);
+            sent = true;
+          }
         }
-      }
-      expect(await child.exited).toBe(130);
-      expect(log).toContain("train: interrupted at step");
-      const step = Number(/interrupted at step (\d+)/.exec(log)![1]);
-      expect(step).toBeGreaterThanOrEqual(1);
-      expect(existsSync(join(dir, "checkpoints", `step_${step}`, "state.json"))).toBe(true);
-    },
-    { timeout: 300_000 },
-  );
+        expect(await child.exited).toBe(status);
+        expect(log).toContain(`${signal}: stopping`);
+        expect(log).toContain("train: interrupted at step");
+        const step = Number(/interrupted at step (\d+)/.exec(log)![1]);
+        expect(step).toBeGreaterThanOrEqual(1);
+        expect(existsSync(join(dir, "checkpoints", `step_${step}`, "state.json"))).toBe(true);
+        expect(existsSync(join(dir, ".lock"))).toBe(false);
+      },
+      { timeout: 300_000 },
+    );
+  }
 });

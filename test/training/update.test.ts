@@ -10,6 +10,8 @@ import { Qwen25VLChatModel } from "../../src/models/index.ts";
 import { Rng } from "../../src/core/rng.ts";
 import { TrainingModel, packRows, policyForward, valueForward } from "../../src/training/forward.ts";
 import { ParameterOptimizer, microBatchPlan, trainableWeights, miniBatchPlan, updateActor, updateCritic, type ActorUpdateOptions } from "../../src/training/update.ts";
+import { StepBatch } from "../../src/training/step-batch.ts";
+import type { TrainingRow } from "../../src/rollout/types.ts";
 import { handRow } from "./rows.ts";
 
 const FIXTURE = join(import.meta.dir, "../fixtures/qwen2_5_vl_tiny");
@@ -33,8 +35,16 @@ afterAll(() => {
 function actorOptions(over: Partial<ActorUpdateOptions> = {}): ActorUpdateOptions {
   return {
     miniBatches: 1, microBatchSize: 4, epochs: 1, shuffle: false, temperature: 1, chunkTokens: 1024, lossMode: "vanilla",
-    lossAggMode: "token-mean", clipRatio: 0.2, clipRatioC: 3, entropyCoeff: 0, gradClip: 1e9, ...over,
+    lossAggMode: "token-mean", tokenSumNorm: 8, clipRatio: 0.2, clipRatioC: 3, entropyCoeff: 0, gradClip: 1e9, ...over,
   };
+}
+
+/** A step batch of `rows` with old log-probs from `model` and the given per-row advantages. */
+function batchFor(model: TrainingModel, batchRows: readonly TrainingRow[], advantage: (r: TrainingRow, b: number) => number): StepBatch {
+  const batch = StepBatch.fromRows(batchRows, "cpu");
+  batch.set("oldLogprobs", torch.noGrad(() => policyForward(model, batchRows, { temperature: 1, chunkTokens: 64, withEntropy: false }).logProbs));
+  batch.set("advantages", batch.tensorOf(batchRows.map((r, b) => r.responseIds.map(() => advantage(r, b)))));
+  return batch;
 }
 
 function optimizerFor(model: TrainingModel, lr: number): ParameterOptimizer {
@@ -102,14 +112,13 @@ describe("freeze_vision_tower", () => {
 });
 
 describe("actor and critic updates", () => {
-  test("gradient accumulation over micro-batches equals one full batch", () => {
+  test("gradient accumulation over micro-batches equals one full batch", async () => {
     const results: number[][] = [];
     for (const micro of [4, 1]) {
       const model = load();
       const opt = optimizerFor(model, 1e-2);
-      const old = torch.noGrad(() => host(policyForward(model, rows, { temperature: 1, chunkTokens: 64, withEntropy: false }).logProbs));
-      const cols = { oldLogprobs: old.map((r) => Float32Array.from(r)), advantages: rows.map((r) => Float32Array.from(r.responseIds, () => (r.episodeReward > 0 ? 1 : -1))) };
-      updateActor(model, opt, rows, cols, actorOptions({ microBatchSize: micro, lossAggMode: "seq-mean-token-mean" }), new Rng(0));
+      using batch = batchFor(model, rows, (r) => (r.episodeReward > 0 ? 1 : -1));
+      await updateActor(model, opt, batch, actorOptions({ microBatchSize: micro, lossAggMode: "seq-mean-token-mean" }), new Rng(0));
       results.push(Array.from(model.weights.get("lm_head.weight")!.narrow(0, 20, 4).toFloat32Array()));
       opt.dispose();
       model.family.dispose();
@@ -118,14 +127,14 @@ describe("actor and critic updates", () => {
     expect(diff).toBeLessThan(1e-5);
   });
 
-  test("positive advantages raise a response's log-prob, negative ones lower it", () => {
+  test("positive advantages raise a response's log-prob, negative ones lower it", async () => {
     const model = load();
     models.push(model);
     const opt = optimizerFor(model, 1e-2);
     const lp = () => torch.noGrad(() => host(policyForward(model, rows, { temperature: 1, chunkTokens: 64, withEntropy: false }).logProbs));
     const before = lp();
-    const cols = { oldLogprobs: before.map((r) => Float32Array.from(r)), advantages: rows.map((r) => Float32Array.from(r.responseIds, () => (r.episodeReward > 0 ? 1 : -1))) };
-    const metrics = updateActor(model, opt, rows, cols, actorOptions({ gradClip: 1 }), new Rng(0));
+    using batch = batchFor(model, rows, (r) => (r.episodeReward > 0 ? 1 : -1));
+    const metrics = await updateActor(model, opt, batch, actorOptions({ gradClip: 1 }), new Rng(0));
     const after = lp();
     const sum = (x: number[], row: number) => x.slice(0, rows[row]!.responseIds.length).reduce((s, v, j) => s + v * rows[row]!.responseMask[j]!, 0);
     expect(sum(after[0]!, 0)).toBeGreaterThan(sum(before[0]!, 0));
@@ -139,7 +148,7 @@ describe("actor and critic updates", () => {
     opt.dispose();
   });
 
-  test("critic updates bring values toward the returns", () => {
+  test("critic updates bring values toward the returns", async () => {
     const model = load();
     models.push(model);
     const head = model.newValueHead(3);
@@ -147,12 +156,13 @@ describe("actor and critic updates", () => {
     named.delete("lm_head.weight");
     for (const [k, t] of head.entries()) named.set(k, t);
     const opt = new ParameterOptimizer(named, { lr: 3e-2, weightDecay: 0, betas: [0.9, 0.999], eps: 1e-8, warmupSteps: 0, style: "constant", minLrRatio: 0, totalSteps: 10 });
-    const returns = rows.map((r) => Float32Array.from(r.responseIds, () => r.episodeReward));
     let firstLoss = 0;
     let lastLoss = 0;
     for (let i = 0; i < 20; i++) {
-      const values = torch.noGrad(() => host(valueForward(model, head, rows)).map((r) => Float32Array.from(r)));
-      const m = updateCritic(model, head, opt, rows, { oldLogprobs: [], advantages: [], values, returns }, { miniBatches: 1, microBatchSize: 2, epochs: 1, shuffle: false, cliprangeValue: 0.5, lossAggMode: "token-mean", gradClip: 1 }, new Rng(0));
+      using batch = StepBatch.fromRows(rows, "cpu");
+      batch.set("returns", batch.tensorOf(rows.map((r) => r.responseIds.map(() => r.episodeReward))));
+      batch.set("values", torch.noGrad(() => valueForward(model, head, rows)));
+      const m = await updateCritic(model, head, opt, batch, { miniBatches: 1, microBatchSize: 2, epochs: 1, shuffle: false, cliprangeValue: 0.5, lossAggMode: "token-mean", tokenSumNorm: 8, gradClip: 1 }, new Rng(0));
       if (i === 0) firstLoss = m["critic/vf_loss"]!;
       lastLoss = m["critic/vf_loss"]!;
     }

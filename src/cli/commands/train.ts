@@ -13,8 +13,14 @@ import { type ImageMode, parseImageMode, resolveImageMode } from "../../tui/imag
 import { startTrainDashboard } from "../../tui/train-dashboard.ts";
 import { trainLogRenderer } from "../render/train-lines.ts";
 
-/** Exit status after Ctrl-C, as shells report a SIGINT death (128 + 2). */
-const INTERRUPTED_EXIT = 130;
+/**
+ * Signals that stop a run the way Ctrl-C does: what a terminal, Slurm or Kubernetes
+ * (SIGTERM) and a closed SSH session (SIGHUP) send. The exit status is the shell's for a
+ * death by that signal (128 + its number), after the checkpoint is saved.
+ */
+const STOP_SIGNALS = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 } as const;
+type StopSignal = keyof typeof STOP_SIGNALS;
+const INTERRUPTED_EXIT = STOP_SIGNALS.SIGINT;
 
 export function register(program: Command): void {
   program
@@ -53,22 +59,35 @@ async function trainCommand(file: string, overrides: string[], opts: TrainOption
       ? startTrainDashboard({
           protocol: resolveImageMode(opts.image),
           outputDir: checked.config.trainer.output_dir,
-          onSaveAndStop: () => onSigint(),
+          onSaveAndStop: () => onSignal("SIGINT"),
           onStop: () => void dashboard?.close().then(() => process.exit(INTERRUPTED_EXIT)),
           // q leaves the dashboard; the run goes on with lines.
           onQuit: () => (view = lines()),
         })
       : undefined;
   let view: TrainEventListener = dashboard?.onEvent ?? lines();
-  // First Ctrl-C: abandon the step in flight and save a checkpoint of the last finished
-  // one. Second Ctrl-C: leave at once (the previous checkpoint is intact).
+  // First signal: stop at the next phase boundary (a step before its updates is abandoned
+  // and retaken on resume, a step in its updates is finished), then save the last finished
+  // step. Second signal: leave at once; the checkpoints already on disk are intact. The
+  // trainer yields between micro-batches and engine steps, so this runs within one of them.
   const controller = new AbortController();
-  const onSigint = () => {
-    if (controller.signal.aborted) process.exit(INTERRUPTED_EXIT);
-    view({ type: "warning", step: 0, code: "interrupted", message: "interrupted: abandoning this step and saving a checkpoint of the last finished one (Ctrl-C again to quit now)" });
+  let received: StopSignal | undefined;
+  const onSignal = (signal: StopSignal) => {
+    if (controller.signal.aborted) {
+      view({ type: "warning", step: 0, code: "interrupted", message: `${signal} again: leaving now without saving; the checkpoints on disk are intact` });
+      process.exit(STOP_SIGNALS[signal]);
+    }
+    received = signal;
+    view({
+      type: "warning",
+      step: 0,
+      code: "interrupted",
+      message: `${signal}: stopping: a step not yet in its updates is abandoned (resume retakes it), one in its updates is finished; then the last finished step is saved (${signal === "SIGINT" ? "Ctrl-C" : signal} again to leave at once)`,
+    });
     controller.abort();
   };
-  process.on("SIGINT", onSigint);
+  const handlers = Object.keys(STOP_SIGNALS).map((signal) => [signal, () => onSignal(signal as StopSignal)] as const);
+  for (const [signal, handler] of handlers) process.on(signal, handler);
   try {
     const result = await runTraining(checked, { onEvent: (event) => view(event), signal: controller.signal });
     if (dashboard) {
@@ -78,13 +97,13 @@ async function trainCommand(file: string, overrides: string[], opts: TrainOption
     // The exit status travels as an error: main() sets the process's status from it.
     if (result.reason === "interrupted") {
       throw new VagenError(
-        `interrupted after step ${result.step}${result.checkpoint ? `; checkpoint ${result.checkpoint}` : ""}`,
+        `interrupted${received ? ` by ${received}` : ""} after step ${result.step}${result.checkpoint ? `; checkpoint ${result.checkpoint}` : ""}`,
         "run the same command again to resume (trainer.resume=auto)",
-        INTERRUPTED_EXIT,
+        STOP_SIGNALS[received ?? "SIGINT"],
       );
     }
   } finally {
     await dashboard?.close();
-    process.off("SIGINT", onSigint);
+    for (const [signal, handler] of handlers) process.off(signal, handler);
   }
 }

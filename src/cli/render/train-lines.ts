@@ -48,7 +48,8 @@ export function trainLogRenderer(out: Writable = process.stderr, opts: { phases?
         say(`warning [${event.code}]: ${event.message}\n`);
         return;
       case "run_finished":
-        say(`train: ${event.reason} at step ${event.step}${event.checkpoint ? `; last checkpoint ${event.checkpoint}` : ""}${event.error ? `: ${event.error}` : ""}\n`);
+        // A failure names the step that was running, not the last finished one.
+        say(`train: ${event.reason} ${event.failedStep !== undefined ? `in step ${event.failedStep} (${event.step} finished)` : `at step ${event.step}`}${event.checkpoint ? `; last checkpoint ${event.checkpoint}` : ""}${event.error ? `: ${event.error}` : ""}\n`);
         return;
       default:
         return;

@@ -1,0 +1,83 @@
+/**
+ * The models a training run holds: the actor (and the engine generating with its very
+ * weight tensors), the critic with its value head, the frozen reference; their optimizers.
+ */
+import type { Tensor } from "../torch/index.ts";
+import * as torch from "../torch/index.ts";
+import { engineClientFor, type EngineClient } from "../clients/engine-client.ts";
+import { VagenError } from "../core/errors.ts";
+import { createEngine, type LoadedEngine } from "../engine/index.ts";
+import { loadModelFamily, type ModelFamily, type ValueHead } from "../models/index.ts";
+import type { TrainConfig } from "./config.ts";
+import { TrainingModel } from "./forward.ts";
+import { ParameterOptimizer, trainableWeights, type OptimizerSettings } from "./update.ts";
+
+export interface Models {
+  actor: TrainingModel;
+  actorOptim: ParameterOptimizer;
+  critic?: { model: TrainingModel; head: ValueHead; named: Map<string, Tensor>; optim: ParameterOptimizer };
+  reference?: TrainingModel;
+  engine: LoadedEngine;
+  client: EngineClient;
+}
+
+export function optimizerSettings(optim: TrainConfig["actor"]["optim"], totalSteps: number): OptimizerSettings {
+  const warmupSteps = optim.lr_warmup_steps >= 0 ? optim.lr_warmup_steps : Math.floor(optim.lr_warmup_steps_ratio * totalSteps);
+  return {
+    lr: optim.lr,
+    weightDecay: optim.weight_decay,
+    betas: optim.betas,
+    eps: optim.eps,
+    warmupSteps,
+    style: optim.warmup_style,
+    minLrRatio: optim.min_lr_ratio,
+    totalSteps,
+  };
+}
+
+/** Names of weights holding a NaN or an infinity (empty when all are finite). */
+export function nonFiniteWeights(weights: Map<string, Tensor>, limit = 5): string[] {
+  const bad: string[] = [];
+  for (const [name, t] of weights) {
+    if (bad.length >= limit) break;
+    if (!torch.tidy(() => t.isfinite().all().item())) bad.push(name);
+  }
+  return bad;
+}
+
+export function loadModels(config: TrainConfig, useCritic: boolean, useReference: boolean): Models {
+  const load = (): ModelFamily => loadModelFamily(config.model.model_dir, { device: config.model.device, dtype: config.model.dtype });
+  const actor = new TrainingModel(load());
+  // A NaN in the starting weights would train on silently: every loss NaN, every step skipped.
+  const bad = nonFiniteWeights(actor.weights);
+  if (bad.length) {
+    actor.family.dispose();
+    throw new VagenError(`${config.model.model_dir}: weights hold NaN or infinite values (${bad.join(", ")})`, "the model directory is corrupt or was saved from a diverged run");
+  }
+  const actorOptim = new ParameterOptimizer(trainableWeights(actor.weights, actor.family, config.actor.freeze_vision_tower), optimizerSettings(config.actor.optim, config.trainer.total_steps));
+  let critic: Models["critic"];
+  if (useCritic) {
+    const model = new TrainingModel(load());
+    const head = model.newValueHead(config.critic.value_head_seed);
+    // The critic never reads the LM head; leaving it out keeps AdamW from holding its moments.
+    const named = new Map([...model.weights].filter(([name]) => name !== "lm_head.weight"));
+    for (const [name, t] of head.entries()) named.set(name, t);
+    const optim = new ParameterOptimizer(trainableWeights(named, model.family, config.critic.freeze_vision_tower), optimizerSettings(config.critic.optim, config.trainer.total_steps));
+    critic = { model, head, named, optim };
+  }
+  const reference = useReference ? new TrainingModel(load()) : undefined;
+  const engine = createEngine(actor.family, { ...config.rollout.engine, seed: config.trainer.seed });
+  return { actor, actorOptim, critic, reference, engine, client: engineClientFor(engine) };
+}
+
+export async function disposeModels(m: Models): Promise<void> {
+  await m.engine.close();
+  m.actorOptim.dispose();
+  m.actor.family.dispose();
+  if (m.critic) {
+    m.critic.optim.dispose();
+    for (const [, t] of m.critic.head.entries()) t.dispose();
+    m.critic.model.family.dispose();
+  }
+  m.reference?.family.dispose();
+}
