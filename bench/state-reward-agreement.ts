@@ -23,7 +23,7 @@ import { SokobanEnv, SOKOBAN_STATE_REWARD_SPEC } from "../envs/sokoban/index.ts"
 import { Rng } from "../src/core/rng.ts";
 import { StateRewardConfig } from "../src/rewards/config.ts";
 import { groupedF1, rescaleAboveChance } from "../src/rewards/f1.ts";
-import { fillTemplate, OpenAIJudge, parseRelationsReply } from "../src/rewards/judge.ts";
+import { fillTemplate, isJudgeFailure, OpenAIJudge, parseRelationsReply } from "../src/rewards/judge.ts";
 
 const arg = (name: string): string | undefined => {
   const i = process.argv.indexOf(name);
@@ -150,7 +150,7 @@ async function main(): Promise<void> {
     });
     const judge = new OpenAIJudge(config);
     const replies = await judge.complete(data.map((s) => fillTemplate(s.spec.judgePrompt, { content: s.text })));
-    judged = replies.map((reply) => (reply === null ? null : parseRelationsReply(reply)));
+    judged = replies.map((reply) => (isJudgeFailure(reply) ? null : parseRelationsReply(reply)));
   }
 
   const tallies = new Map<string, Tally>();

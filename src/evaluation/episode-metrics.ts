@@ -32,7 +32,24 @@ export interface EpisodeMetrics {
   error?: { kind: string; message: string };
   /** World-model scores, when the env's config enables `state_reward`: `<section>_reward`, `format_correct_rate`. */
   state_reward?: Record<string, number>;
+  /** The world-model judge's counters for this episode, when its `state_reward` uses a judge. */
+  judge?: EpisodeJudgeCounts;
   finished_at: string;
+}
+
+/**
+ * What the judge did for one episode's sections. A failed request scored its section 0
+ * (`on_judge_error: score_zero`), so an episode with failures has a world-model score
+ * that says nothing about the agent.
+ */
+export interface EpisodeJudgeCounts {
+  requests: number;
+  /** Requests that failed after their retries (server down, 5xx, timeout). */
+  failures: number;
+  /** Replies that came back but could not be read. */
+  unparseable: number;
+  /** The first failure's message (names the endpoint), when there was one. */
+  first_error?: string;
 }
 
 /** Finish reasons of episodes that ran to a normal end; others are rerun on resume. */

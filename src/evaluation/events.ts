@@ -170,7 +170,8 @@ export interface WarningEvent {
   type: "warning";
   /**
    * A short stable name: "retry" (a request is retried after a failure), "interrupted"
-   * (Ctrl-C: no new episodes start).
+   * (Ctrl-C: no new episodes start), "judge_failures" (the world-model judge failed and
+   * those sections scored 0; told once per run, when first seen).
    */
   code: string;
   message: string;

@@ -4,9 +4,10 @@
  *
  * A folder is written whole under a temporary name and renamed into place, so a folder
  * with a metrics.json is always complete, and an interrupted write leaves nothing behind
- * that looks finished.
+ * that looks finished. A write that fails (a full disk, a read-only folder) throws an
+ * `OutputWriteError` naming the path (write-error.ts).
  */
-import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import type { Observation } from "../../envs/_common/types.ts";
 import { pngBytes } from "../clients/image-encoding.ts";
@@ -15,6 +16,7 @@ import type { EpisodeRecord } from "../harness/types.ts";
 import type { EpisodeMetrics } from "./episode-metrics.ts";
 import { observationImageName } from "./layout.ts";
 import { renderTranscript } from "./transcript.ts";
+import { EVAL_WRITE_HINT, guardWrite } from "./write-error.ts";
 
 /** The metrics of a finished episode, or undefined when there is none (or it is unreadable). */
 export function readEpisodeMetrics(dir: string): EpisodeMetrics | undefined {
@@ -64,8 +66,13 @@ export function dumpConversation(record: EpisodeRecord): DumpedMessage[] {
 /**
  * Write an episode's folder atomically. `record` is absent for episodes that never ran.
  * Every file passes the secret redaction (an env config's token, a key in an error).
+ * `hint` says what to change when the write fails (the trainer names its own key).
  */
-export function writeEpisode(dir: string, metrics: EpisodeMetrics, record?: EpisodeRecord): void {
+export function writeEpisode(dir: string, metrics: EpisodeMetrics, record?: EpisodeRecord, hint = EVAL_WRITE_HINT): void {
+  guardWrite(dir, hint, () => writeEpisodeFolder(dir, metrics, record));
+}
+
+function writeEpisodeFolder(dir: string, metrics: EpisodeMetrics, record?: EpisodeRecord): void {
   const parent = dirname(dir);
   mkdirSync(parent, { recursive: true });
   const tmp = join(parent, `.${basename(dir)}.tmp-${process.pid}-${Math.random().toString(36).slice(2, 10)}`);
@@ -85,14 +92,24 @@ export function writeEpisode(dir: string, metrics: EpisodeMetrics, record?: Epis
     rmSync(dir, { recursive: true, force: true });
     renameSync(tmp, dir);
   } catch (err) {
-    rmSync(tmp, { recursive: true, force: true });
+    removeQuietly(tmp);
     throw err;
+  }
+}
+
+/** Best-effort cleanup after a failed write: its own failure must not hide the write's. */
+function removeQuietly(path: string): void {
+  try {
+    rmSync(path, { recursive: true, force: true });
+  } catch {
+    // The write's error is the one worth reporting.
   }
 }
 
 /** Remove temporary folders left by a run that was killed mid-write. */
 export function removeStaleTemporaries(tagDir: string): void {
-  if (!existsSync(tagDir)) return;
+  // Not a folder (a stray file in its place): nothing to clean; writing there reports it.
+  if (!existsSync(tagDir) || !statSync(tagDir).isDirectory()) return;
   for (const name of readdirSync(tagDir)) {
     if (name.startsWith(".") && name.includes(".tmp-")) rmSync(join(tagDir, name), { recursive: true, force: true });
   }
@@ -103,9 +120,19 @@ export function jsonText(value: unknown): string {
   return `${JSON.stringify(redactSecrets(value), null, 2)}\n`;
 }
 
-/** Write a file by writing a sibling temporary file and renaming it over the target. */
-export function writeFileAtomic(path: string, content: string): void {
+/**
+ * Write a file by writing a sibling temporary file and renaming it over the target; a
+ * failure throws an `OutputWriteError` naming `path`, and leaves no temporary behind.
+ */
+export function writeFileAtomic(path: string, content: string, hint = EVAL_WRITE_HINT): void {
   const tmp = `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
-  writeFileSync(tmp, content);
-  renameSync(tmp, path);
+  guardWrite(path, hint, () => {
+    try {
+      writeFileSync(tmp, content);
+      renameSync(tmp, path);
+    } catch (err) {
+      removeQuietly(tmp);
+      throw err;
+    }
+  });
 }

@@ -8,6 +8,11 @@
  * Resume: an episode whose folder holds a metrics.json from a normal finish is skipped.
  * Abort (Ctrl-C): no new episode starts, in-flight ones are cancelled and not written,
  * and the summary covers what had finished.
+ *
+ * World-model judge failures are counted per episode (metrics.json's `judge`) and per
+ * env (summary.json), and the first one seen in a run is told as a `judge_failures`
+ * warning; under `on_judge_error: fail` the episode ends in an error instead. A write
+ * that fails (a full disk) stops the run with an error naming the path.
  */
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -19,13 +24,24 @@ import type { InferenceClient } from "../clients/types.ts";
 import { redactSecrets } from "../config/index.ts";
 import { createHarness } from "../harness/registry.ts";
 import type { EpisodeRecord, Harness, TurnRecord } from "../harness/types.ts";
-import { aggregateEpisode, episodeStateRewardMetrics, StateRewardScorer, withStateRewardPrompt } from "../rewards/index.ts";
-import { type EpisodeContext, type EpisodeMetrics, episodeMetrics, failedEpisodeMetrics, finishedNormally, turnFormatError } from "./episode-metrics.ts";
+import {
+  aggregateEpisode,
+  episodeStateRewardMetrics,
+  JudgeFailedError,
+  judgeStatsOf,
+  judgeTrouble,
+  judgeMetrics,
+  needsJudge,
+  StateRewardScorer,
+  withStateRewardPrompt,
+} from "../rewards/index.ts";
+import { type EpisodeContext, type EpisodeJudgeCounts, type EpisodeMetrics, episodeMetrics, failedEpisodeMetrics, finishedNormally, turnFormatError } from "./episode-metrics.ts";
 import type { EvalEvent, EvalEventListener, EvalProgress, ParsedAction, TurnFinishedEvent, TurnReward } from "./events.ts";
 import { configCopyPath, observationImageName, summaryPath } from "./layout.ts";
 import { jsonText, readEpisodeMetrics, removeStaleTemporaries, writeEpisode, writeFileAtomic } from "./outputs.ts";
 import { type EvalPlan, type PlannedEnv, type PlannedEpisode, planSummary } from "./plan.ts";
 import { type EvalSummary, summarizeEnv } from "./summary.ts";
+import { EVAL_WRITE_HINT, guardWrite, OutputWriteError } from "./write-error.ts";
 
 /** Creates an env by registered name or by import path (resolved against `baseDir`). */
 export type EnvFactory = (nameOrImportPath: string, config: Record<string, unknown>, baseDir?: string) => Promise<Env>;
@@ -52,7 +68,7 @@ export interface EvalResult {
 export async function runEvaluation(plan: EvalPlan, deps: EvalDependencies): Promise<EvalResult> {
   const { client, signal } = deps;
   const emit = (event: EvalEvent) => deps.onEvent?.(event);
-  mkdirSync(plan.outputDir, { recursive: true });
+  guardWrite(plan.outputDir, EVAL_WRITE_HINT, () => mkdirSync(plan.outputDir, { recursive: true }));
   writeFileAtomic(configCopyPath(plan.outputDir), stringify(redactSecrets(plan.config)));
 
   // One world-model scorer per env that has the reward on, made from its first episode's env (the state spec).
@@ -93,6 +109,15 @@ export async function runEvaluation(plan: EvalPlan, deps: EvalDependencies): Pro
     progress: { ...progress },
   });
 
+  // The first judge failure of the run is told at once; the summary has them all.
+  let judgeWarned = false;
+  const onJudge = (episode: PlannedEpisode, counts: EpisodeJudgeCounts) => {
+    if (judgeWarned || counts.failures === 0) return;
+    judgeWarned = true;
+    const trouble = judgeTrouble(judgeMetrics({ requests: counts.requests, failures: counts.failures, unparseable: counts.unparseable }), counts.first_error);
+    if (trouble) emit({ type: "warning", code: trouble.code, message: `${episode.env.tag} seed ${episode.seed}: ${trouble.message}` });
+  };
+
   let next = 0;
   let ran = 0;
   const worker = async () => {
@@ -101,7 +126,7 @@ export async function runEvaluation(plan: EvalPlan, deps: EvalDependencies): Pro
       progress.running++;
       emit({ type: "episode_started", tag: episode.env.tag, envName: episode.env.name, seed: episode.seed, dir: episode.dir, progress: { ...progress } });
       try {
-        const metrics = await runEpisode(episode, harnesses.get(episode.env.tag)!, deps, emit, scorerFor);
+        const metrics = await runEpisode(episode, harnesses.get(episode.env.tag)!, deps, emit, scorerFor, onJudge);
         if (metrics) {
           ran++;
           progress.done++;
@@ -127,7 +152,9 @@ export async function runEvaluation(plan: EvalPlan, deps: EvalDependencies): Pro
 
 /**
  * Run one episode and write its folder. Returns undefined when it was aborted (nothing is
- * written then). Failures inside the episode are recorded in its metrics, not thrown.
+ * written then). Failures inside the episode (model, env, judge under `on_judge_error:
+ * fail`) are recorded in its metrics, not thrown; a folder that cannot be written is
+ * thrown, since every later episode would fail the same way.
  */
 async function runEpisode(
   episode: PlannedEpisode,
@@ -135,6 +162,7 @@ async function runEpisode(
   deps: EvalDependencies,
   emit: (event: EvalEvent) => void,
   scorerFor: (planned: PlannedEnv, env: Env) => StateRewardScorer | undefined,
+  onJudge: (episode: PlannedEpisode, counts: EpisodeJudgeCounts) => void,
 ): Promise<EpisodeMetrics | undefined> {
   const { env: planned, seed } = episode;
   const context: EpisodeContext = { envName: planned.name, tag: planned.tag, model: deps.client.description, maxTurns: planned.maxTurns, envConfig: planned.config };
@@ -154,12 +182,25 @@ async function runEpisode(
       signal: deps.signal,
       onTurn: (turn) => emit(turnFinished(episode, turn)),
     });
-    const stateReward = scorer ? await stateRewardMetrics(record, scorer, deps.signal) : undefined;
+    const base = episodeMetrics(record, context);
+    let stateReward: Partial<Pick<EpisodeMetrics, "state_reward" | "judge" | "finish_reason" | "success" | "error">> = {};
+    try {
+      stateReward = scorer ? await stateRewardMetrics(record, scorer, deps.signal) : {};
+    } catch (err) {
+      if (!(err instanceof JudgeFailedError)) throw err;
+      // on_judge_error: fail. The episode ran: keep its record, but as an error (which
+      // counts as a failure in the rates, as every error does), so the run fails and a
+      // resume runs it again.
+      stateReward = { finish_reason: "error", success: false, error: { kind: "judge_error", message: err.message } };
+    }
     // Redacted here already, so no event shows what the files must not hold.
-    const metrics = redactSecrets({ ...episodeMetrics(record, context), ...(stateReward ? { state_reward: stateReward } : {}) });
+    const metrics = redactSecrets({ ...base, ...stateReward });
+    if (metrics.judge) onJudge(episode, metrics.judge);
     writeEpisode(episode.dir, metrics, record);
     return metrics;
   } catch (err) {
+    // Nowhere to write this episode's failure either: the run cannot go on.
+    if (err instanceof OutputWriteError) throw err;
     if (isAbortError(err) || deps.signal?.aborted) return undefined;
     // A harness bug or an env that can't be built for this seed: keep a record and go on.
     const metrics = redactSecrets(failedEpisodeMetrics(seed, harness.name, context, err));
@@ -172,10 +213,12 @@ async function runEpisode(
 
 /**
  * The episode's world-model scores (src/rewards): `<section>_reward` (episode sums, after
- * the configured aggregation) and `format_correct_rate`. They are reported beside the
- * env's reward, not added to it. Judge failures score 0, as in training.
+ * the configured aggregation) and `format_correct_rate`, and the judge's counters when
+ * a judge reads the sections. The scores are reported beside the env's reward, not added
+ * to it. Judge failures score 0, as in training, and are counted; under
+ * `on_judge_error: fail` the scorer throws a `JudgeFailedError` instead.
  */
-async function stateRewardMetrics(record: EpisodeRecord, scorer: StateRewardScorer, signal?: AbortSignal): Promise<Record<string, number>> {
+async function stateRewardMetrics(record: EpisodeRecord, scorer: StateRewardScorer, signal?: AbortSignal): Promise<Pick<EpisodeMetrics, "state_reward" | "judge">> {
   const turns = await scorer.scoreTurns(
     record.turns.map((turn, i) => ({
       response: turn.completion.text,
@@ -184,7 +227,10 @@ async function stateRewardMetrics(record: EpisodeRecord, scorer: StateRewardScor
     })),
     signal,
   );
-  return episodeStateRewardMetrics(aggregateEpisode(turns, scorer.config.aggregation), scorer.config);
+  const scores = episodeStateRewardMetrics(aggregateEpisode(turns, scorer.config.aggregation), scorer.config);
+  if (!needsJudge(scorer.config)) return { state_reward: scores };
+  const { requests, failures, unparseable, firstError } = judgeStatsOf(turns, scorer.config);
+  return { state_reward: scores, judge: { requests, failures, unparseable, ...(firstError !== undefined ? { first_error: firstError } : {}) } };
 }
 
 function turnFinished(episode: PlannedEpisode, turn: TurnRecord): TurnFinishedEvent {

@@ -61,6 +61,14 @@ export const StateRewardConfig = v.strictObject({
   /** The environment variable holding the judge's API key (the key never goes in a config). */
   judge_api_key_env: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an environment variable name"))),
   judge: v.optional(JudgeConfig, {}),
+  /**
+   * What a judge request that still fails after its retries (server down, 5xx, timeout)
+   * does: `score_zero` scores the section 0, counts it and warns (main's behaviour, so a
+   * judge outage never stops training); `fail` stops instead (a training step throws, an
+   * eval episode ends in an error), for runs whose numbers must not hide an outage.
+   * An unparseable reply is the judge's answer, not a failure: it always scores 0.
+   */
+  on_judge_error: v.optional(v.picklist(["score_zero", "fail"], "score_zero or fail"), "score_zero"),
   /** The paper's Sokoban repetition penalty (method paper_f1). */
   repetition: v.optional(
     v.strictObject({

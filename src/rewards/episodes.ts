@@ -11,7 +11,7 @@
  * tokens there is no position (its score still counts in the metrics).
  */
 import type { EpisodeRecord } from "../harness/types.ts";
-import { aggregateEpisode, episodeStateRewardMetrics, judgeMetrics, StateRewardScorer, type TurnInput, type TurnStateReward } from "./state-reward.ts";
+import { aggregateEpisode, episodeStateRewardMetrics, judgeMetrics, StateRewardScorer, type JudgeStats, type TurnInput, type TurnStateReward } from "./state-reward.ts";
 
 /** end(k) per sampled token of a reply (credit.ts: `tokenEndsFromBytes` with the tokenizer's bytes, or prefix decoding). */
 export type TokenEndsOf = (ids: readonly number[]) => readonly number[];
@@ -88,17 +88,25 @@ export function meanEpisodeMetrics(metrics: readonly Record<string, number>[]): 
  * `applyStateRewards` in the shape of `collectRollouts`' `scoreTurns` option: per episode,
  * per turn, the scores `rowsFromEpisode` adds. `onMetrics` receives the step's metrics
  * (the episode means of `<section>_reward` and `format_correct_rate`, and the judge
- * counters) once the batch is scored. One scorer serves one env spec: a step that mixes
- * envs with different `state_reward` blocks collects each group with its own hook.
+ * counters) once the batch is scored, and the counters themselves, with the first
+ * failure's message for a warning (`judgeTrouble(metrics, judge.firstError)`). One
+ * scorer serves one env spec: a step that mixes envs with different `state_reward`
+ * blocks collects each group with its own hook. Under `on_judge_error: fail` a failed
+ * judge request rejects the hook's promise (and so the step) with a `JudgeFailedError`.
  */
 export function stateRewardHook(
   scorer: StateRewardScorer,
   tokenEndsOf: TokenEndsOf,
-  onMetrics?: (metrics: Record<string, number>) => void,
+  onMetrics?: (metrics: Record<string, number>, judge: JudgeStats) => void,
 ): (episodes: readonly EpisodeRecord[], signal?: AbortSignal) => Promise<(TurnScores | undefined)[][]> {
   return async (episodes, signal) => {
-    const { turnScores, metrics } = await applyStateRewards(episodes, scorer, tokenEndsOf, signal);
-    onMetrics?.({ ...meanEpisodeMetrics(metrics), ...judgeMetrics(scorer.takeStats()) });
+    const { turnScores, metrics } = await applyStateRewards(episodes, scorer, tokenEndsOf, signal).catch((err: unknown) => {
+      // The counters of a failed round belong to it, not to the next step's.
+      scorer.takeStats();
+      throw err;
+    });
+    const judge = scorer.takeStats();
+    onMetrics?.({ ...meanEpisodeMetrics(metrics), ...judgeMetrics(judge) }, judge);
     return turnScores;
   };
 }

@@ -17,6 +17,7 @@ export {
   placeRewards,
   episodeStateRewardMetrics,
   judgeMetrics,
+  judgeStatsOf,
   SECTION_TAG,
   type TurnInput,
   type TurnStateReward,
@@ -28,5 +29,6 @@ export { creditPosition, lastTokenOverlapping, tokenEndsByPrefixDecode, tokenEnd
 export { groupedF1, matchedF1, itemSimilarity, rescaleAboveChance } from "./f1.ts";
 export { maxWeightAssignment } from "./assignment.ts";
 export { sokobanPaperF1, sokobanPaperScore, exactMatchF1, TopKStringTracker } from "./paper.ts";
-export { OpenAIJudge, parseRelationsReply, parseYesNo, fillTemplate, type Judge } from "./judge.ts";
+export { OpenAIJudge, parseRelationsReply, parseYesNo, fillTemplate, isJudgeFailure, type Judge, type JudgeFailure, type JudgeReply } from "./judge.ts";
+export { judgeTrouble, JudgeFailedError, JUDGE_METRIC, JUDGE_FAILURE_ADVICE, type JudgeTrouble } from "./judge-trouble.ts";
 export { applyStateRewards, stateRewardHook, meanEpisodeMetrics, type EpisodeStateRewards, type TokenEndsOf, type TurnScores } from "./episodes.ts";

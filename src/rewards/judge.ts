@@ -5,8 +5,10 @@
  * One single-user-message request per item, all of a rollout step's items at once,
  * through the HTTP client's shared gate (concurrency and requests-per-minute limits) with
  * per-attempt timeouts and exponential-backoff retries on 429, 5xx, timeouts and network
- * errors. A request that still fails gives `null`: the caller scores that section 0 and
- * counts it; a judge outage never stops training. Only an abort (Ctrl-C) propagates.
+ * errors. A request that still fails gives a `JudgeFailure` with the client's message
+ * (endpoint and cause, already redacted): the scorer scores that section 0, counts it and
+ * keeps the message, or stops, as `on_judge_error` says. Only an abort (Ctrl-C) propagates
+ * from here.
  *
  * The API key is read from the environment variable the config names, registered as a
  * secret, and only ever placed in the Authorization header.
@@ -16,11 +18,23 @@ import { isAbortError } from "../clients/errors.ts";
 import { OpenAICompatibleClient } from "../clients/openai-client.ts";
 import type { StateRewardConfig } from "./config.ts";
 
+/** A request that failed after its retries, with why (the message names the endpoint). */
+export interface JudgeFailure {
+  error: string;
+}
+
+/** The judge's text, or why there is none. */
+export type JudgeReply = string | JudgeFailure;
+
 export interface Judge {
   /** For logs and metrics; never a secret. */
   readonly description: string;
-  /** One reply per prompt, in order; null where the request failed after its retries. */
-  complete(prompts: readonly string[], signal?: AbortSignal): Promise<(string | null)[]>;
+  /** One reply per prompt, in order; a `JudgeFailure` where the request failed after its retries. */
+  complete(prompts: readonly string[], signal?: AbortSignal): Promise<JudgeReply[]>;
+}
+
+export function isJudgeFailure(reply: JudgeReply): reply is JudgeFailure {
+  return typeof reply !== "string";
 }
 
 export class OpenAIJudge implements Judge {
@@ -45,16 +59,16 @@ export class OpenAIJudge implements Judge {
     this.description = `judge ${this.client.description}`;
   }
 
-  complete(prompts: readonly string[], signal?: AbortSignal): Promise<(string | null)[]> {
+  complete(prompts: readonly string[], signal?: AbortSignal): Promise<JudgeReply[]> {
     const sampling = { temperature: this.config.judge.temperature, maxTokens: this.config.judge.max_tokens };
     return Promise.all(
-      prompts.map(async (prompt) => {
+      prompts.map(async (prompt): Promise<JudgeReply> => {
         try {
           const reply = await this.client.create([{ role: "user", content: [{ type: "text", text: prompt }] }], sampling, { signal });
           return reply.text;
         } catch (err) {
           if (isAbortError(err)) throw err;
-          return null;
+          return { error: err instanceof Error ? err.message : String(err) };
         }
       }),
     );

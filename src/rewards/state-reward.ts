@@ -6,8 +6,9 @@
  * 1. Gate: the response must be exactly main's wm protocol (native thinking allowed),
  *    and every enabled section must have content; otherwise every section scores 0.
  * 2. Read each enabled section into relations: the judge's extraction (all of the
- *    batch's requests at once) or the env's exact parser. A failed or unparseable
- *    judgement scores 0 and is counted.
+ *    batch's requests at once) or the env's exact parser. An unparseable judgement
+ *    scores 0 and is counted; so does a failed request, unless `on_judge_error: fail`,
+ *    where `scoreTurns` throws a `JudgeFailedError` naming the judge and the cause.
  * 3. Score: reward · max(0, (F1 - base) / (1 - base)) under main's grouped F1, or one of
  *    the paper's variants (`method`).
  * 4. Place: each section's score on the last token overlapping its text, or on the
@@ -23,7 +24,8 @@ import { parseWmSections, type CharSpan, type WmSection, type WmSections } from 
 import { enabledSections, needsJudge, type StateRewardConfig, type StateRewardSection } from "./config.ts";
 import { creditPosition } from "./credit.ts";
 import { groupedF1, rescaleAboveChance } from "./f1.ts";
-import { fillTemplate, OpenAIJudge, parseRelationsReply, parseYesNo, type Judge } from "./judge.ts";
+import { fillTemplate, isJudgeFailure, OpenAIJudge, parseRelationsReply, parseYesNo, type Judge, type JudgeReply } from "./judge.ts";
+import { JUDGE_METRIC, JudgeFailedError } from "./judge-trouble.ts";
 import { sokobanPaperF1, sokobanPaperScore, TopKStringTracker } from "./paper.ts";
 
 /** The section of the response each reward reads. */
@@ -57,6 +59,8 @@ export interface SectionResult {
   status: SectionStatus;
   /** Response-token index the score goes on; null without token ends. */
   position: number | null;
+  /** Why the judge gave no reply (status `judge_failed`): the client's message, naming the endpoint. */
+  judgeError?: string;
   /** Where the section's content sits in the response; absent when gated on format. */
   span?: CharSpan;
   /** The relations read from the text (F1 methods). */
@@ -79,6 +83,8 @@ export interface JudgeStats {
   requests: number;
   failures: number;
   unparseable: number;
+  /** The first failed request's message, when there was one. */
+  firstError?: string;
 }
 
 /** One section of one turn that passed the gate and is to be read and scored. */
@@ -147,8 +153,11 @@ export class StateRewardScorer {
     return results;
   }
 
-  /** The judge's reply per work item, or null; nothing is asked under the exact scorer. */
-  private async judgeAll(work: WorkItem[], signal?: AbortSignal): Promise<(string | null)[]> {
+  /**
+   * The judge's reply (or failure) per work item; null for each under the exact scorer,
+   * which asks nothing. Under `on_judge_error: fail` a failure throws, counted first.
+   */
+  private async judgeAll(work: WorkItem[], signal?: AbortSignal): Promise<(JudgeReply | null)[]> {
     if (!needsJudge(this.config) || work.length === 0) return work.map(() => null);
     const prompts = work.map((item) => {
       if (this.config.method === "yes_no") {
@@ -158,15 +167,21 @@ export class StateRewardScorer {
     });
     this.stats.requests += prompts.length;
     const replies = await this.judge!.complete(prompts, signal);
-    this.stats.failures += replies.filter((reply) => reply === null).length;
+    const failed = replies.filter(isJudgeFailure);
+    this.stats.failures += failed.length;
+    if (failed.length > 0) {
+      this.stats.firstError ??= failed[0]!.error;
+      if (this.config.on_judge_error === "fail") throw new JudgeFailedError(this.config.judge_base_url ?? this.judge!.description, failed.length, replies.length, failed[0]!.error);
+    }
     return replies;
   }
 
-  private score(result: SectionResult, item: WorkItem, reply: string | null, reward: number): void {
+  private score(result: SectionResult, item: WorkItem, reply: JudgeReply | null, reward: number): void {
     const read = this.read(item, reply);
     if ("status" in read) {
       result.status = read.status;
       if (read.status === "unparseable") this.stats.unparseable++;
+      if (reply !== null && isJudgeFailure(reply)) result.judgeError = reply.error;
       return;
     }
     result.status = "scored";
@@ -188,9 +203,9 @@ export class StateRewardScorer {
   }
 
   /** What a section says: relations (judge or exact parser), a YES/NO verdict, or why there is nothing. */
-  private read(item: WorkItem, reply: string | null): { relations: StateRelation[] } | { verdict: 0 | 1 } | { status: "judge_failed" | "unparseable" } {
+  private read(item: WorkItem, reply: JudgeReply | null): { relations: StateRelation[] } | { verdict: 0 | 1 } | { status: "judge_failed" | "unparseable" } {
     if (this.config.scorer === "exact" && this.config.method !== "yes_no") return { relations: this.spec.exactParser!(item.text) };
-    if (reply === null) return { status: "judge_failed" };
+    if (reply === null || isJudgeFailure(reply)) return { status: "judge_failed" };
     if (this.config.method === "yes_no") {
       const verdict = parseYesNo(reply);
       return verdict === null ? { status: "unparseable" } : { verdict };
@@ -253,11 +268,32 @@ export function episodeStateRewardMetrics(turns: readonly TurnStateReward[], con
   return metrics;
 }
 
-/** A step's judge counters as metrics. */
+/** A step's judge counters as metrics (`state_reward/judge_requests`, `_failures`, `_unparseable`). */
 export function judgeMetrics(stats: JudgeStats): Record<string, number> {
   return {
-    "state_reward/judge_requests": stats.requests,
-    "state_reward/judge_failures": stats.failures,
-    "state_reward/judge_unparseable": stats.unparseable,
+    [JUDGE_METRIC.requests]: stats.requests,
+    [JUDGE_METRIC.failures]: stats.failures,
+    [JUDGE_METRIC.unparseable]: stats.unparseable,
   };
+}
+
+/**
+ * The judge counters of some scored turns (one eval episode's, say), from their sections'
+ * statuses: a section that passed the gate went to the judge when the config needs one.
+ * The scorer's own `takeStats` counts across every call since the last take, so
+ * episodes scored at once through one scorer need this to count each on its own.
+ */
+export function judgeStatsOf(turns: readonly TurnStateReward[], config: StateRewardConfig): JudgeStats {
+  const stats: JudgeStats = { requests: 0, failures: 0, unparseable: 0 };
+  if (!needsJudge(config)) return stats;
+  for (const section of turns.flatMap((turn) => turn.sections)) {
+    if (section.status === "gated") continue;
+    stats.requests++;
+    if (section.status === "unparseable") stats.unparseable++;
+    if (section.status === "judge_failed") {
+      stats.failures++;
+      if (section.judgeError !== undefined) stats.firstError ??= section.judgeError;
+    }
+  }
+  return stats;
 }

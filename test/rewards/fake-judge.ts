@@ -7,7 +7,9 @@
 export type JudgeBehaviour =
   | { kind: "answer"; reply: string }
   | { kind: "status"; status: number; times?: number; then?: string }
-  | { kind: "slow"; delayMs: number; reply: string };
+  | { kind: "slow"; delayMs: number; reply: string }
+  /** Reads the request and never answers: only the judge's timeout ends it. */
+  | { kind: "hang" };
 
 export interface FakeJudge {
   baseUrl: string;
@@ -41,10 +43,19 @@ export function startFakeJudge(behaviour: (text: string) => JudgeBehaviour): Fak
       if (plan.kind === "status" && attempt <= (plan.times ?? Infinity)) {
         return new Response(JSON.stringify({ error: { message: `status ${plan.status}` } }), { status: plan.status });
       }
+      if (plan.kind === "hang") return new Promise<Response>(() => {});
       if (plan.kind === "slow") await Bun.sleep(plan.delayMs);
       const reply = plan.kind === "status" ? (plan.then ?? "[]") : plan.reply;
       return Response.json({ choices: [{ message: { role: "assistant", content: reply }, finish_reason: "stop" }], usage: { prompt_tokens: 1, completion_tokens: 1 } });
     },
   });
   return { baseUrl: `http://127.0.0.1:${server.port}/v1`, attempts, authorizations, stop: () => server.stop(true) };
+}
+
+/** A judge URL where nothing listens (a port just freed), so every request is refused. */
+export function refusedJudgeUrl(): string {
+  const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("") });
+  const url = `http://127.0.0.1:${server.port}/v1`;
+  server.stop(true);
+  return url;
 }

@@ -6,12 +6,13 @@
 import type { Command } from "commander";
 import { createEnv } from "../../../envs/registry.ts";
 import { createClient } from "../../clients/config.ts";
+import { redactText } from "../../config/index.ts";
 import { VagenError } from "../../core/errors.ts";
 import { loadEvalPlan } from "../../evaluation/config.ts";
 import type { EvalEventListener } from "../../evaluation/events.ts";
 import { summaryPath } from "../../evaluation/layout.ts";
 import { runEvaluation } from "../../evaluation/runner.ts";
-import { type EvalSummary, formatSummaryTable } from "../../evaluation/summary.ts";
+import { type EvalSummary, formatSummaryTable, summaryWarnings } from "../../evaluation/summary.ts";
 import { startEvalDashboard } from "../../tui/eval-dashboard.ts";
 import { type ImageMode, parseImageMode, resolveImageMode } from "../../tui/image/index.ts";
 import { evalBarRenderer, evalLogRenderer } from "../render/eval-lines.ts";
@@ -77,6 +78,8 @@ async function evalCommand(file: string, overrides: string[], opts: { progress: 
     });
     await dashboard?.close();
     process.stdout.write(formatSummaryTable(result.summary));
+    // Under the table, so a judge outage is read together with the scores it zeroed.
+    for (const line of summaryWarnings(result.summary)) process.stdout.write(`${redactText(line)}\n`);
     process.stdout.write(`summary: ${summaryPath(plan.outputDir)}\n`);
     if (result.aborted) {
       throw new VagenError(
