@@ -52,7 +52,7 @@ import {
   type TrainerState,
 } from "./checkpoint.ts";
 import type { CheckedTrainConfig, TrainConfig } from "./config.ts";
-import { EnvDataset, datasetItems } from "./dataset.ts";
+import { EnvDataset, datasetItems, type DatasetItem } from "./dataset.ts";
 import type { TrainEvent, TrainEventListener, TrainPhase } from "./events.ts";
 import { disposeModels, loadModels, nonFiniteWeights, type Models } from "./models.ts";
 import { dumpBatch, dumpEpisodes, MetricsLog, writeResolvedConfig } from "./outputs.ts";
@@ -69,6 +69,7 @@ import {
   rewardsWithKl,
 } from "./phases.ts";
 import { checkResponseFormats } from "./preflight.ts";
+import { checkPromptBudget } from "./prompt-budget.ts";
 import { checkRewards, noRowsError, rollout, type Rollout } from "./rollout-phase.ts";
 import { acquireRunLock } from "./run-lock.ts";
 import { prepareStateRewards, rewardedEnvFactory, StateRewardScorers } from "./state-rewards.ts";
@@ -208,6 +209,17 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
         return { key: `${checked.file}: key "data.train.${tag}"`, create: () => create(undefined) };
       }),
       { encode: (text) => models.actor.family.tokenizer.encode(text), decode: (ids) => models.actor.family.decode(ids) },
+    );
+    const firstItems = new Map<string, DatasetItem>();
+    for (const item of datasetItems(data.train, data.base_seed, "data.train")) if (!firstItems.has(item.tag)) firstItems.set(item.tag, item);
+    await checkPromptBudget(
+      [...firstItems.values()].map((item) => {
+        const setup = setups.train.get(item.tag)!;
+        const create = rewardedEnvFactory(setup, () => (opts.createEnv ? opts.createEnv({ env: item.spec.name, config: setup.envConfig, seed: item.seed }) : createEnv(item.spec.name, setup.envConfig)));
+        return { key: `${checked.file}: key "data.train.${item.tag}"`, seed: item.seed, create: () => create(undefined) };
+      }),
+      models.actor.family,
+      data.max_prompt_length,
     );
     if (resumeState) checkResumeCompatible(checked, resumeState, runIdentity(config, models), previousConfig, emit);
   } catch (err) {

@@ -133,6 +133,14 @@ describe("resume", () => {
   });
 });
 
+describe("late errors, caught at startup", () => {
+  test("a max_prompt_length shorter than the first prompt is refused before any episode runs", async () => {
+    const events: TrainEvent[] = [];
+    await expect(train(tmp("prompt"), ["data.max_prompt_length=5"], events)).rejects.toThrow(/key "data.train.digit": the first prompt \(seed \d+\) is \d+ tokens, more than data.max_prompt_length \(5\)/);
+    expect(events.some((e) => e.type === "step_started")).toBe(false);
+  });
+});
+
 describe("the run folder", () => {
   test("an output_dir that is a file is an error naming the key", async () => {
     const file = join(tmp("file"), "run");
