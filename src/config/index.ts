@@ -8,7 +8,7 @@ import type * as v from "valibot";
 import { resolveConfig } from "./load.ts";
 import { validateResolved } from "./validate.ts";
 
-export { resolveConfig, resolveTree, isMapping, baseDirOf, resolveConfigPath, type ResolvedConfig, type ConfigTree, type Sources, type BaseDirs } from "./load.ts";
+export { resolveConfig, resolveTree, isMapping, baseDirOf, resolveConfigPath, sourceOf, type ResolvedConfig, type ConfigTree, type Sources, type BaseDirs } from "./load.ts";
 export { REDACTED, isSecretKey, redactSecrets, redactText, registerConfigSecrets, registerSecret } from "./redact.ts";
 export { parseOverride, applyOverrides, type Override } from "./overrides.ts";
 export { validate, validateResolved, configError } from "./validate.ts";

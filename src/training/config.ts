@@ -33,7 +33,9 @@ import {
   type ResolvedConfig,
   resolveConfig,
   resolveConfigPath,
+  sourceOf,
   validateResolved,
+  type Sources,
 } from "../config/index.ts";
 import { VagenError } from "../core/errors.ts";
 import { normalizeSeedDirective, seedDirectiveProblem } from "../core/seeds.ts";
@@ -285,8 +287,9 @@ export interface CheckedTrainConfig {
  * Checks that span keys. Everything here fails before a model is loaded, naming the key,
  * the value and what was expected.
  */
-export function checkTrainConfig(config: TrainConfig, file = "train config"): CheckedTrainConfig {
-  const key = (path: string) => `${file}: key "${path}"`;
+export function checkTrainConfig(config: TrainConfig, file = "train config", sources?: Sources): CheckedTrainConfig {
+  // A message names who set the key: its file, or the command line's override.
+  const key = (path: string) => `${(sources && sourceOf(sources, path.split("."))) ?? file}: key "${path}"`;
   const { data, rollout, actor, critic, trainer, algorithm } = config;
   const splits = trainer.harness !== "concat";
 
@@ -375,7 +378,7 @@ export function resolveTrainPaths(config: TrainConfig, origins: Pick<ResolvedCon
  * and each env's config and the harness (built once and closed). No model is loaded.
  */
 export async function checkResolvedTrainConfig(resolved: ResolvedConfig): Promise<CheckedTrainConfig> {
-  const checked = checkTrainConfig(resolveTrainPaths(validateResolved(TrainConfig, resolved), resolved), resolved.file);
+  const checked = checkTrainConfig(resolveTrainPaths(validateResolved(TrainConfig, resolved), resolved), resolved.file, resolved.sources);
   const { config } = checked;
   await withKey(`${resolved.file}: key "trainer.harness"`, () => createHarness(config.trainer.harness));
   for (const split of ["train", "val"] as const) {

@@ -43,6 +43,12 @@ describe("train config", () => {
     expect(bi.useCritic).toBe(true);
   });
 
+  test("a cross-key error names the command line when an override set the key, the file otherwise", async () => {
+    expect(await failure(["actor.ppo_micro_batch_size=3"])).toContain('command line (actor.ppo_micro_batch_size=3): key "actor.ppo_micro_batch_size"');
+    // the key that is wrong was set by the file, though an override made it so
+    expect(await failure(["data.train_batch_size=3"])).toContain('tiny-cpu.yaml: key "actor.ppo_mini_batch_size"');
+  });
+
   test("a batch that does not divide into mini-batches names the key", async () => {
     expect(await failure(["actor.ppo_mini_batch_size=3", "data.train_batch_size=4"])).toContain('key "actor.ppo_mini_batch_size"');
     expect(await failure(["actor.ppo_micro_batch_size=3"])).toContain('key "actor.ppo_micro_batch_size"');
