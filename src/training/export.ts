@@ -6,14 +6,17 @@
  * The checkpoint may be `checkpoints/step_<N>` (its `actor/` is used), its `actor/`
  * directly, or `best_actor/`. The base model is the run's `model.model_dir` (read from the
  * run's config.yaml) unless given. The directory is written next to its target and
- * renamed into place, so a failed export leaves nothing half-written.
+ * renamed into place, so a failed export leaves nothing half-written; the target is
+ * checked first (`export-target.ts`): one that holds anything is replaced only with
+ * `force`, and the checkpoint or the base model never.
  */
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
-import { basename, dirname, join, resolve } from "node:path";
+import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import YAML from "yaml";
 import { VagenError } from "../core/errors.ts";
 import { safetensors, type DType, type Tensor } from "../torch/index.ts";
 import * as torch from "../torch/index.ts";
+import { checkExportTarget, replaceWithStaged, stagingDirFor } from "./export-target.ts";
 
 /** Files of a model directory other than its weights. */
 const MODEL_FILES = [
@@ -45,7 +48,9 @@ export function baseModelDir(checkpoint: string): string {
   for (let i = 0; i < 4; i++) {
     const cfg = join(dir, "config.yaml");
     if (existsSync(cfg)) {
-      const modelDir = (YAML.parse(readFileSync(cfg, "utf8")) as { model?: { model_dir?: string } }).model?.model_dir;
+      // a train run's config has model.model_dir; a `vagen sft` run's has model_dir at the top
+      const parsed = YAML.parse(readFileSync(cfg, "utf8")) as { model?: { model_dir?: string }; model_dir?: string } | null;
+      const modelDir = parsed?.model?.model_dir ?? parsed?.model_dir;
       if (modelDir) return modelDir;
     }
     dir = dirname(dir);
@@ -53,27 +58,43 @@ export function baseModelDir(checkpoint: string): string {
   throw new VagenError(`${checkpoint}: cannot find the run's config.yaml (with model.model_dir) above it`, "pass the base model directory with --base");
 }
 
-export function exportCheckpoint(checkpoint: string, out: string, opts: { base?: string; dtype?: DType } = {}): { out: string; tensors: number } {
+export interface ExportOptions {
+  /** The base model directory (default: the run's `model.model_dir`). */
+  base?: string;
+  /** Convert the weights to this dtype (default: as trained). */
+  dtype?: DType;
+  /** Replace a target that is a file or a non-empty directory. */
+  force?: boolean;
+}
+
+export function exportCheckpoint(checkpoint: string, out: string, opts: ExportOptions = {}): { out: string; tensors: number } {
   const weightsDir = actorWeightsDir(checkpoint);
   const base = resolve(opts.base ?? baseModelDir(checkpoint));
   if (!existsSync(join(base, "config.json"))) throw new VagenError(`${base}: not a model directory (no config.json)`);
+  checkExportTarget(
+    out,
+    [
+      { path: checkpoint, what: "the checkpoint" },
+      { path: weightsDir, what: "the checkpoint's actor weights" },
+      { path: base, what: "the base model" },
+    ],
+    opts.force ?? false,
+  );
   const target = resolve(out);
-  const tmp = join(dirname(target), `.${basename(target)}.tmp-${process.pid}`);
-  rmSync(tmp, { recursive: true, force: true });
-  mkdirSync(tmp, { recursive: true });
   const weights: Map<string, Tensor> = existsSync(join(weightsDir, safetensors.INDEX_FILE)) ? safetensors.loadSharded(weightsDir) : safetensors.load(join(weightsDir, "model.safetensors"));
+  let tmp: string | undefined;
   try {
+    tmp = stagingDirFor(target);
     // The critic's head never belongs to the policy.
     for (const name of [...weights.keys()]) if (name.startsWith("value_head.")) weights.get(name)!.dispose(), weights.delete(name);
     const converted = opts.dtype ? new Map([...weights].map(([k, t]) => [k, torch.tidy(() => t.to(opts.dtype!))])) : weights;
     safetensors.saveSharded(tmp, converted, { metadata: { format: "pt" } });
     if (converted !== weights) for (const t of converted.values()) t.dispose();
     for (const file of MODEL_FILES) if (existsSync(join(base, file))) copyFileSync(join(base, file), join(tmp, file));
-    rmSync(target, { recursive: true, force: true });
-    renameSync(tmp, target);
+    replaceWithStaged(tmp, target);
     return { out: target, tensors: weights.size };
   } catch (err) {
-    rmSync(tmp, { recursive: true, force: true });
+    if (tmp !== undefined) rmSync(tmp, { recursive: true, force: true });
     throw err;
   } finally {
     for (const t of weights.values()) t.dispose();

@@ -13,17 +13,50 @@
  * Files are read incrementally: metrics.jsonl from where the last poll stopped (a line
  * still being written waits for its newline), episode folders once each (they appear
  * whole: outputs are renamed into place).
+ *
+ * The files may be anything (a crashed writer, a copied fragment, junk): a line that is
+ * not a metrics record is skipped with a warning naming the file and the line, text is
+ * made printable (`printable.ts`) before it reaches a terminal, and a directory that
+ * disappears under the reader is reported once (`gone`) instead of read as empty forever.
+ * A training run is finished when metrics.jsonl reaches the config's total steps: the
+ * trainer writes a step's line after the step, so that line is the run's last.
  */
 import { closeSync, existsSync, openSync, readFileSync, readSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import type { DashboardEvent } from "./events.ts";
 import { loadEpisode } from "./episode.ts";
+import { printable, printableLine } from "./printable.ts";
 
 export type RunKind = "train" | "eval" | "unknown";
 
 /** Rollout steps whose episodes are loaded for the viewer (the newest ones). */
 const ROLLOUT_STEPS_LOADED = 2;
+
+/** Unreadable lines of metrics.jsonl named one by one; the rest are counted under one warning. */
+const LINE_WARNINGS = 5;
+
+/** How much of an unreadable line a warning quotes. */
+const QUOTED_CHARS = 60;
+
+/** The record and step of a metrics.jsonl line, or why the line is not a metrics record. */
+function parseMetricsLine(line: string): { problem: string } | { record: Record<string, unknown>; step: number } {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    return { problem: `not JSON: ${printableLine(line.slice(0, QUOTED_CHARS))}` };
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    return { problem: `expected a JSON object with a numeric "step", got ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}` };
+  }
+  const record = value as Record<string, unknown>;
+  const step = record.step;
+  if (typeof step !== "number" || !Number.isInteger(step) || step < 0) {
+    return { problem: `expected a numeric "step" (a whole number >= 0), got ${step === undefined ? "none" : typeof step === "number" ? String(step) : printableLine(JSON.stringify(step).slice(0, QUOTED_CHARS))}` };
+  }
+  return { record, step };
+}
 
 function listDirs(dir: string): string[] {
   try {
@@ -75,15 +108,34 @@ function meanValidationReward(metrics: Record<string, number>): number {
   return rewards.length === 0 ? Number.NaN : rewards.reduce((a, b) => a + b, 0) / rewards.length;
 }
 
+/** What metrics.jsonl held so far: records read, lines skipped and the first of those. */
+export interface MetricsReadCounts {
+  read: number;
+  skipped: number;
+  firstSkipped?: { line: number; problem: string };
+}
+
 export class RunDirReader {
   private runKind: RunKind;
   private opened = false;
   private metricsOffset = 0;
+  /** Lines of metrics.jsonl consumed so far (1-based numbers of the next line = this + 1). */
+  private metricsLines = 0;
   private partialLine = "";
+  private counts: MetricsReadCounts = { read: 0, skipped: 0 };
+  private totalSteps: number | undefined;
+  /** The highest step metrics.jsonl has reported. */
+  private lastStep: number | undefined;
+  /** The newest resumable checkpoint seen (highest step), for the finished run's event. */
+  private lastCheckpoint: { step: number; path: string } | undefined;
   private readonly seen = new Set<string>();
   private evalFinished = false;
+  private trainFinished = false;
+  private isGone = false;
   /** Problems met while reading (a malformed line), reported once each as warnings. */
   private readonly problems = new Set<string>();
+  /** Warnings met where no event list is at hand (an episode folder), sent with the poll. */
+  private deferred: DashboardEvent[] = [];
 
   constructor(readonly dir: string) {
     if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new Error(`${dir}: no such run directory`);
@@ -95,8 +147,31 @@ export class RunDirReader {
     return this.runKind;
   }
 
+  /** The directory was deleted or moved away while being watched; nothing more will come. */
+  get gone(): boolean {
+    return this.isGone;
+  }
+
+  /** How metrics.jsonl read so far: records, skipped lines, the first skipped one. */
+  get metricsCounts(): MetricsReadCounts {
+    return { ...this.counts };
+  }
+
+  /**
+   * A message naming metrics.jsonl and its first bad line when the file has lines but not
+   * one of them could be read (a run's metrics that show nothing are broken, not empty);
+   * undefined otherwise.
+   */
+  unreadableMetrics(): string | undefined {
+    const { read, skipped, firstSkipped } = this.counts;
+    if (read > 0 || skipped === 0 || !firstSkipped) return undefined;
+    return `${printable(join(this.dir, "metrics.jsonl"))}: no line is a metrics record (${skipped} line${skipped === 1 ? "" : "s"} skipped; line ${firstSkipped.line}: ${firstSkipped.problem})`;
+  }
+
   /** Events for everything that appeared since the last call (everything, the first time). */
   poll(): DashboardEvent[] {
+    if (this.isGone) return [];
+    if (!this.stillThere()) return this.goneNow();
     const events: DashboardEvent[] = [];
     if (this.runKind === "unknown") {
       // Watching a directory before the run has written to it: look again each time.
@@ -106,23 +181,68 @@ export class RunDirReader {
     if (!this.opened) {
       this.opened = true;
       const config = readYaml(join(this.dir, "config.yaml"));
-      events.push({ type: "run_dir_opened", kind: this.runKind, outputDir: this.dir, totalSteps: totalStepsOf(config) });
+      this.totalSteps = totalStepsOf(config);
+      events.push({ type: "run_dir_opened", kind: this.runKind, outputDir: printable(this.dir), totalSteps: this.totalSteps });
       if (this.runKind === "eval") events.push(this.evalStarted(config));
     }
+    const read = (what: string, section: () => DashboardEvent[]) => this.guarded(events, what, section);
     if (this.runKind === "train") {
-      events.push(...this.newMetrics(), ...this.newCheckpoints(), ...this.newRolloutEpisodes());
+      read("metrics.jsonl", () => this.newMetrics());
+      read("checkpoints/", () => this.newCheckpoints());
+      read("rollouts/", () => this.newRolloutEpisodes());
+      read("metrics.jsonl", () => this.trainEnd());
     } else if (this.runKind === "eval") {
-      events.push(...this.newEvalEpisodes(), ...this.evalEnd());
+      read("episode folders", () => this.newEvalEpisodes());
+      read("summary.json", () => this.evalEnd());
     }
+    events.push(...this.deferred.splice(0));
+    // Deleted part-way through this poll: say so now rather than next time.
+    if (!this.stillThere()) events.push(...this.goneNow());
     return events;
   }
 
+  private stillThere(): boolean {
+    try {
+      return statSync(this.dir).isDirectory();
+    } catch {
+      return false;
+    }
+  }
+
+  private goneNow(): DashboardEvent[] {
+    this.isGone = true;
+    return [
+      {
+        type: "warning",
+        step: 0,
+        code: "run_dir_gone",
+        message: `the run directory ${printable(this.dir)} is gone (deleted or moved); nothing more will appear`,
+      },
+    ];
+  }
+
+  /**
+   * Runs one part of a poll; a file that vanished or cannot be read (a race with the
+   * writer, permissions) becomes a warning, never an exception out of the poll loop.
+   */
+  private guarded(events: DashboardEvent[], what: string, section: () => DashboardEvent[]): void {
+    try {
+      events.push(...section());
+    } catch (err) {
+      if (!this.stillThere()) return; // reported as gone by the caller
+      this.problem(events, `${printable(join(this.dir, what))}: could not be read: ${printableLine((err as Error).message)}`);
+    }
+  }
+
   private evalStarted(config: Record<string, unknown> | undefined): DashboardEvent {
-    const envs = (config?.envs ?? {}) as Record<string, { episodes?: unknown }>;
-    const planned = Object.entries(envs).map(([tag, spec]) => ({ tag, planned: typeof spec?.episodes === "number" ? spec.episodes : 0 }));
+    const envs = config?.envs && typeof config.envs === "object" && !Array.isArray(config.envs) ? (config.envs as Record<string, unknown>) : {};
+    const planned = Object.entries(envs).map(([tag, spec]) => {
+      const episodes = spec && typeof spec === "object" ? (spec as { episodes?: unknown }).episodes : undefined;
+      return { tag: printable(tag), planned: typeof episodes === "number" && Number.isFinite(episodes) ? episodes : 0 };
+    });
     const model = config?.model as Record<string, unknown> | undefined;
     const name = model?.model_dir ?? model?.model;
-    return { type: "eval_started", outputDir: this.dir, model: typeof name === "string" ? name : undefined, envs: planned };
+    return { type: "eval_started", outputDir: printable(this.dir), model: typeof name === "string" ? printable(name) : undefined, envs: planned };
   }
 
   private newMetrics(): DashboardEvent[] {
@@ -132,7 +252,10 @@ export class RunDirReader {
     if (size < this.metricsOffset) {
       // The file was replaced (a restarted run): read it again from the start.
       this.metricsOffset = 0;
+      this.metricsLines = 0;
       this.partialLine = "";
+      this.counts = { read: 0, skipped: 0 };
+      this.lastStep = undefined;
     }
     if (size === this.metricsOffset) return [];
     const fd = openSync(path, "r");
@@ -147,27 +270,45 @@ export class RunDirReader {
     const lines = text.split("\n");
     this.partialLine = lines.pop() ?? "";
     const events: DashboardEvent[] = [];
-    lines.forEach((line) => {
-      if (line.trim() === "") return;
-      let record: Record<string, unknown>;
-      try {
-        record = JSON.parse(line) as Record<string, unknown>;
-      } catch {
-        this.problem(events, `metrics.jsonl: a line is not JSON: ${line.slice(0, 60)}`);
-        return;
+    for (const line of lines) {
+      const number = ++this.metricsLines;
+      if (line.trim() === "") continue;
+      const parsed = parseMetricsLine(line);
+      if ("problem" in parsed) {
+        this.skippedLine(events, path, number, parsed.problem);
+        continue;
       }
-      const step = record.step;
-      if (typeof step !== "number") {
-        this.problem(events, `metrics.jsonl: a line has no numeric "step"`);
-        return;
-      }
+      this.counts.read++;
+      const { record, step } = parsed;
       const metrics: Record<string, number> = {};
-      for (const [key, value] of Object.entries(record)) if (key !== "step" && typeof value === "number") metrics[key] = value;
+      for (const [key, value] of Object.entries(record)) {
+        if (key !== "step" && key !== "__proto__" && typeof value === "number") metrics[printable(key)] = value;
+      }
       events.push({ type: "metrics", step, metrics });
       const validation = Object.fromEntries(Object.entries(metrics).filter(([k]) => k.startsWith("val/")));
       if (Object.keys(validation).length > 0) events.push({ type: "validation", step, metrics: validation, meanReward: meanValidationReward(validation), best: false });
-    });
+      this.lastStep = Math.max(this.lastStep ?? 0, step);
+    }
     return events;
+  }
+
+  /** Counts a line that is not a metrics record; names the first few, then counts the rest. */
+  private skippedLine(events: DashboardEvent[], path: string, line: number, problem: string): void {
+    this.counts.skipped++;
+    this.counts.firstSkipped ??= { line, problem };
+    if (this.counts.skipped <= LINE_WARNINGS) {
+      this.problem(events, `${printable(path)} line ${line}: skipped, ${problem}`);
+    } else {
+      // One message, so the dashboard shows it once with a count that grows.
+      events.push({ type: "warning", step: 0, code: "run_dir", message: `${printable(path)}: more lines skipped that are not metrics records` });
+    }
+  }
+
+  /** The run's last step is in metrics.jsonl: report the run as finished, once. */
+  private trainEnd(): DashboardEvent[] {
+    if (this.trainFinished || this.totalSteps === undefined || this.lastStep === undefined || this.lastStep < this.totalSteps) return [];
+    this.trainFinished = true;
+    return [{ type: "run_finished", step: this.lastStep, reason: "completed", ...(this.lastCheckpoint ? { checkpoint: this.lastCheckpoint.path } : {}) }];
   }
 
   private problem(events: DashboardEvent[], message: string): void {
@@ -186,7 +327,8 @@ export class RunDirReader {
       const bestActor = name.includes("best");
       if (step === undefined && !bestActor) continue;
       this.seen.add(path);
-      events.push({ type: "checkpoint_saved", step: step ?? 0, path, seconds: 0, bestActor });
+      if (step !== undefined && !bestActor && step >= (this.lastCheckpoint?.step ?? -1)) this.lastCheckpoint = { step, path: printable(path) };
+      events.push({ type: "checkpoint_saved", step: step ?? 0, path: printable(path), seconds: 0, bestActor });
     }
     return events;
   }
@@ -212,8 +354,13 @@ export class RunDirReader {
   /** The episode in `dir` if it is finished and was not reported before. */
   private newEpisode(dir: string, id: string, step?: number): { outcome: DashboardEvent; loaded: DashboardEvent }[] {
     if (this.seen.has(dir)) return [];
-    const episode = loadEpisode(dir, step, id);
-    if (!episode) return []; // not finished yet
+    const episode = loadEpisode(dir, step, printable(id));
+    if (!episode) {
+      // Not finished yet, or its metrics.json is no episode's (outputs are renamed into
+      // place whole, so a file that is there but unreadable stays so).
+      if (existsSync(join(dir, "metrics.json"))) this.problem(this.deferred, `${printable(join(dir, "metrics.json"))}: skipped, not an episode's metrics (expected a JSON object)`);
+      return [];
+    }
     this.seen.add(dir);
     const outcome = {
       tag: episode.tag,

@@ -99,7 +99,8 @@ function appendSeries(series: Record<string, Series>, step: number, metrics: Rec
   const next = { ...series };
   for (const [key, value] of Object.entries(metrics)) {
     if (typeof value !== "number" || key === "step") continue;
-    const old = next[key] ?? { steps: [], values: [] };
+    // Own keys only: a metric named "constructor" or "toString" is a metric, not Object's.
+    const old = Object.hasOwn(next, key) ? next[key]! : { steps: [], values: [] };
     const last = old.steps.length - 1;
     // A step reported again (a resumed run, a re-read file) replaces its value.
     if (last >= 0 && old.steps[last] === step) next[key] = { steps: old.steps, values: [...old.values.slice(0, last), value] };
@@ -204,9 +205,11 @@ const STEP_TIME_KEY = "timing_s/step";
 
 /**
  * Seconds left for the remaining steps at the mean pace of the steps so far (from
- * step_finished events, or else the run's `timing_s/step` metric).
+ * step_finished events, or else the run's `timing_s/step` metric); none for a run that
+ * has finished.
  */
 export function stepEta(state: DashboardState): number | undefined {
+  if (state.finished) return undefined;
   const seconds = state.stepSeconds.length > 0 ? state.stepSeconds : (state.series[STEP_TIME_KEY]?.values ?? []);
   if (!state.totalSteps || seconds.length === 0) return undefined;
   const mean = seconds.reduce((a, b) => a + b, 0) / seconds.length;

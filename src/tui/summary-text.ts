@@ -1,22 +1,24 @@
 /**
  * `vagen monitor --once`: the dashboard's content as plain text for scripts and logs. No
- * colours, no cursor movement; one table per section.
+ * colours, no cursor movement; one table per section. Everything in it may come from a
+ * run's files, so the whole text is made printable: a control byte is shown, not obeyed.
  */
 import { sparkline } from "./chart.ts";
 import { formatDuration, formatPercent, formatValue } from "./format.ts";
 import { GPU_MEMORY_KEYS, THROUGHPUT_KEY, chartedMetrics } from "./key-metrics.ts";
+import { printable } from "./printable.ts";
 import { type DashboardState, latest, stepEta } from "./state.ts";
 
 function table(rows: string[][]): string[] {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? "").length)));
-  return rows.map((r) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join("  ").trimEnd());
+  return rows.map((r) => r.map((cell = "", c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join("  ").trimEnd());
 }
 
 function trainSummary(state: DashboardState): string[] {
   const out: string[] = [];
   const total = state.totalSteps ? `/${state.totalSteps}` : "";
   const eta = stepEta(state);
-  out.push(`train run ${state.outputDir ?? ""}: step ${state.step}${total}${eta !== undefined ? `, ETA ${formatDuration(eta)}` : ""}${state.finished ? `, ${state.finished.reason}` : ""}`);
+  out.push(`train run ${state.outputDir ?? ""}: step ${state.step}${total}${eta !== undefined ? `, ETA ${formatDuration(eta)}` : ""}${state.finished ? `, finished (${state.finished.reason})` : ""}`);
   const charted = chartedMetrics(state);
   if (charted.length > 0) {
     out.push("", ...table([["metric", "latest", "min", "max", "trend"], ...charted.map(({ label, key }) => {
@@ -65,5 +67,5 @@ export function summaryText(state: DashboardState): string {
   if (state.warnings.length > 0) {
     out.push("", "warnings:", ...state.warnings.map((w) => `  ${w.step ? `step ${w.step}: ` : ""}${w.message}${w.count > 1 ? ` (x${w.count})` : ""}`));
   }
-  return `${out.join("\n")}\n`;
+  return printable(`${out.join("\n")}\n`);
 }

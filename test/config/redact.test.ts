@@ -4,12 +4,53 @@ import * as v from "valibot";
 import { isSecretKey, redactSecrets, redactText, registerConfigSecrets, registerSecret, resolveTree, validateResolved } from "../../src/config/index.ts";
 
 describe("isSecretKey", () => {
-  test("names like a secret, judged by the last word", () => {
-    for (const key of ["token", "api_key", "apiKey", "x-api-key", "key", "secret", "client_secret", "password", "Authorization", "credentials", "access_token"]) {
+  test("whole credential names and credential endings, in any case or spelling", () => {
+    for (const key of [
+      "token",
+      "api_key",
+      "apiKey",
+      "APIKEY",
+      "x-api-key",
+      "key",
+      "secret",
+      "client_secret",
+      "password",
+      "db_password",
+      "Authorization",
+      "credentials",
+      "access_token",
+      "auth_token",
+      "hf_token",
+      "HF_TOKEN",
+      "wandb_api_key",
+      "openaiApiKey",
+    ]) {
       expect(isSecretKey(key), key).toBe(true);
     }
-    // Counts of tokens, and the *names* of variables holding secrets, are not secrets.
-    for (const key of ["max_tokens", "prompt_tokens", "token_env", "api_key_env", "num_keys", "keys", "base_urls", "name"]) {
+  });
+
+  test("a credential word inside a longer name is not enough: counts, lambdas, tokenizer keys and *_env names stay readable", () => {
+    for (const key of [
+      "lambda_token",
+      "max_tokens",
+      "prompt_tokens",
+      "response_length_per_turn",
+      "logprob_chunk_tokens",
+      "tokenizer",
+      "pad_token",
+      "eos_token",
+      "eos_token_id",
+      "ppo_max_token_len",
+      "token_env",
+      "api_key_env",
+      "judge_api_key_env",
+      "sort_key",
+      "num_keys",
+      "keys",
+      "num_key_value_heads",
+      "base_urls",
+      "name",
+    ]) {
       expect(isSecretKey(key), key).toBe(false);
     }
   });
@@ -42,7 +83,32 @@ describe("redactSecrets", () => {
   });
 });
 
+test("a config with lambda_token, max_tokens and a tokenizer comes back unchanged; its credentials do not", () => {
+  const input = {
+    algorithm: { adv_estimator: "bi_level_gae", lambda_token: 1.0, lambda_turn: 0.95 },
+    rollout: { max_tokens: 64, response_length_per_turn: 128, logprob_chunk_tokens: 512 },
+    model: { tokenizer: "tok/", pad_token: "<|endoftext|>", api_key_env: "OPENAI_API_KEY" },
+    wandb: { wandb_api_key: "w-secret-1", hf_token: "h-secret-2" },
+  };
+  expect(redactSecrets(input)).toEqual({ ...input, wandb: { wandb_api_key: "[redacted]", hf_token: "[redacted]" } });
+});
+
 describe("redactText", () => {
+  test("an echoed override of a non-secret key with token in its name stays readable", () => {
+    expect(redactText("bad value in algorithm.lambda_token=2.5 (max_tokens=5, hf_token=abc123)")).toBe("bad value in algorithm.lambda_token=2.5 (max_tokens=5, hf_token=[redacted])");
+  });
+
+  test("values shaped like well-known API keys, under any key; a run folder named sk-... is not one", () => {
+    const openai = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z";
+    const hf = "hf_abcdefghijklmnopqrstuvwxyzABCDEF12";
+    expect(redactSecrets({ note: `key ${openai}`, other: hf, out: "runs/sk-learning-rate-sweep-long-name" })).toEqual({
+      note: "key [redacted]",
+      other: "[redacted]",
+      out: "runs/sk-learning-rate-sweep-long-name",
+    });
+  });
+
+
   test("URL credentials, secret query parameters, echoed overrides and bearer tokens", () => {
     const text = 'POST https://bob:pw@api.example/v1?api_key=k123&model=m failed; command line (envs.r.config.token=zz99) said "Bearer sk-abcdef"; max_tokens=5';
     expect(redactText(text)).toBe(

@@ -63,7 +63,8 @@ describe("training run directory", () => {
     appendFileSync(join(dir, "metrics.jsonl"), ', "critic/score/mean": 0.7}\nnot json\n');
     const events = reader.poll();
     expect(events[0]).toEqual({ type: "metrics", step: 7, metrics: { "actor/entropy": 1.3, "critic/score/mean": 0.7 } });
-    expect(events[1]).toMatchObject({ type: "warning", code: "run_dir", message: "metrics.jsonl: a line is not JSON: not json" });
+    // The fixture's 6 lines, then step 7's: the junk is line 8.
+    expect(events[1]).toMatchObject({ type: "warning", code: "run_dir", message: `${join(dir, "metrics.jsonl")} line 8: skipped, not JSON: not json` });
   });
 
   test("new rollout steps and checkpoints show up on the next poll", () => {

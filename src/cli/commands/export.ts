@@ -1,7 +1,8 @@
 /**
  * `vagen export CHECKPOINT --out DIR`: a training checkpoint's actor as a Hugging Face
  * model directory (config, safetensors, tokenizer, chat template, processor config)
- * that transformers, `vagen eval` and `vagen serve` load.
+ * that transformers, `vagen eval` and `vagen serve` load. DIR must be new or empty unless
+ * `--force`; the checkpoint and the base model are never overwritten.
  */
 import type { Command } from "commander";
 import { VagenError } from "../../core/errors.ts";
@@ -12,14 +13,19 @@ export function register(program: Command): void {
     .command("export")
     .description("write a training checkpoint's actor as a Hugging Face model directory")
     .argument("<checkpoint>", "checkpoints/step_<N>, its actor/ folder, or best_actor/ of a vagen train run")
-    .requiredOption("--out <dir>", "the model directory to write")
+    .requiredOption("--out <dir>", "the model directory to write (new or empty)")
     .option("--base <model_dir>", "the base model directory (default: the run's model.model_dir)")
     .option("--dtype <dtype>", "convert the weights: f32, bf16 or f16 (default: as trained)")
-    .action((checkpoint: string, opts: { out: string; base?: string; dtype?: string }) => {
+    .option("--force", "replace --out even if it is a file or a non-empty directory (never the checkpoint or the base model)")
+    .action((checkpoint: string, opts: { out: string; base?: string; dtype?: string; force?: boolean }) => {
       if (opts.dtype !== undefined && !["f32", "bf16", "f16"].includes(opts.dtype)) {
         throw new VagenError(`--dtype: got "${opts.dtype}", expected f32, bf16 or f16`);
       }
-      const result = exportCheckpoint(checkpoint, opts.out, { base: opts.base, dtype: opts.dtype as "f32" | "bf16" | "f16" | undefined });
+      const result = exportCheckpoint(checkpoint, opts.out, {
+        base: opts.base,
+        dtype: opts.dtype as "f32" | "bf16" | "f16" | undefined,
+        force: opts.force === true,
+      });
       process.stdout.write(`exported ${result.tensors} tensors to ${result.out}\n`);
     });
 }

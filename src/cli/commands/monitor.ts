@@ -1,13 +1,17 @@
 /**
  * `vagen monitor RUN_DIR`: the dashboard of a training or eval run, built from its files
  * (metrics.jsonl, rollouts/, episode folders), live while the run writes them or of a
- * finished run. `--once` (or output that is not a terminal) prints a text summary instead.
+ * finished run. `--once` (or output that is not a terminal) prints a text summary instead,
+ * and fails, naming the file and its first bad line, when metrics.jsonl holds lines but
+ * none that can be read. A live view of a directory that is deleted says so and stops
+ * looking.
  */
 import { basename, resolve } from "node:path";
 import type { Command } from "commander";
 import { VagenError } from "../../core/errors.ts";
 import { type ImageMode, parseImageMode, resolveImageMode } from "../../tui/image/index.ts";
 import { startLiveDashboard } from "../../tui/live.tsx";
+import { printable } from "../../tui/printable.ts";
 import { RunDirReader } from "../../tui/run-dir.ts";
 import { DashboardStore } from "../../tui/store.ts";
 import { summaryText } from "../../tui/summary-text.ts";
@@ -56,6 +60,8 @@ async function monitorCommand(runDir: string, options: MonitorOptions): Promise<
   for (const event of reader.poll()) store.dispatch(event);
 
   if (options.once || !options.tui || !process.stdout.isTTY || !process.stdin.isTTY) {
+    const unreadable = reader.unreadableMetrics();
+    if (unreadable) throw new VagenError(unreadable, "is this a vagen train run directory? each line of metrics.jsonl is one JSON object with a numeric \"step\"");
     process.stdout.write(summaryText(store.getState()));
     return;
   }
@@ -68,10 +74,14 @@ async function monitorCommand(runDir: string, options: MonitorOptions): Promise<
   });
   const timer = setInterval(() => {
     for (const event of reader.poll()) store.dispatch(event);
+    // Nothing more can appear in a directory that is gone: the view keeps its message.
+    if (reader.gone) clearInterval(timer);
   }, options.interval * 1000);
   try {
     await dashboard.closed;
   } finally {
     clearInterval(timer);
   }
+  // The dashboard's screen is gone with it: leave the reason on the terminal too.
+  if (reader.gone) process.stderr.write(`vagen monitor: the run directory ${printable(runDir)} is gone (deleted or moved)\n`);
 }
