@@ -24,12 +24,12 @@ import { DEMO_MODEL_SPEC } from "../../src/demo/model-dir.ts";
 import { demoSolverData, demoTask, writeDemoBaseModel } from "../../src/demo/task.ts";
 import { validate } from "../../src/demo/validate.ts";
 import type { ConversationRecord } from "../../src/models/conversation.ts";
-import { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
-import { Qwen25VLConversationCodec } from "../../src/models/qwen2_5_vl/conversation-codec.ts";
+import { loadModelFamily } from "../../src/models/index.ts";
+import { saveSftCheckpoint, writeFinalModel } from "../../src/sft/checkpoint.ts";
 import { solverEpisodes } from "../../src/sft/episodes.ts";
 import { batchLoss } from "../../src/sft/loss.ts";
 import { episodeSamples } from "../../src/sft/samples.ts";
-import { saveCheckpoint } from "../../src/sft/trainer.ts";
+import { TrainingModel } from "../../src/training/forward.ts";
 
 const o = {
   seconds: 120, episodes: 256, random: 0.35, lr: 2e-3, batch: 32, render: "vision", size: 4, p: 0.8,
@@ -42,9 +42,9 @@ const root = mkdtempSync(join(tmpdir(), "sft-probe-"));
 const t0 = performance.now();
 const info = await writeDemoBaseModel(join(root, "base"), task, { seed: o.seed, spec });
 torch.manualSeed(o.seed);
-const chat = Qwen25VLChatModel.load(join(root, "base"), { device: o.device, dtype: "f32" });
-const codec = new Qwen25VLConversationCodec(chat.processor);
-const replies = { encode: (t: string) => chat.tokenizer.encode(t), endOfTurnId: chat.tokenizer.tokenId("<|im_end|>") };
+const model = new TrainingModel(loadModelFamily(join(root, "base"), { device: o.device, dtype: "f32" }));
+const codec = model.family.conversationCodec();
+const replies = { encode: (t: string) => model.family.tokenizer.encode(t) };
 const train = (await solverEpisodes(demoSolverData(task, o.episodes, o.random, { carelessEpisodeProb: o.careless, randomMoves: o.randomMoves }), { seed: o.seed })).flatMap((e) => episodeSamples(e, task.harness, codec, replies));
 const heldEpisodes = await solverEpisodes({ ...demoSolverData(task, o.heldOut, 0), seed_start: task.valSeedStart }, { seed: o.seed });
 const held = heldEpisodes.flatMap((e) => episodeSamples(e, task.harness, codec, replies));
@@ -57,7 +57,7 @@ function exactReplies(samples: readonly ConversationRecord[]): number {
   torch.noGrad(() => {
     for (const s of samples) {
       torch.tidy(() => {
-        const out = batchLoss(chat.model, chat.imageOptions, [s], chat.padTokenId);
+        const out = batchLoss(model, [s]);
         if (out.correct === out.tokens) exact++;
       });
     }
@@ -68,10 +68,10 @@ function exactReplies(samples: readonly ConversationRecord[]): number {
 // `freeze`: weight-name prefixes left untrained (e.g. "visual." for the vision tower).
 const frozen = (name: string) => (o.freeze as string[] | undefined)?.some((prefix) => name.startsWith(prefix)) ?? false;
 // `visionLr`: the vision tower and merger trained by their own AdamW at this lr.
-const isVision = (name: string) => name.startsWith("visual.");
+const isVision = (name: string) => model.family.isVisionWeight(name);
 const separateVision = o.visionLr !== undefined;
-const params = [...chat.model.weights].filter(([name]) => !frozen(name) && !(separateVision && isVision(name))).map(([, w]) => w);
-const visionParams = separateVision ? [...chat.model.weights].filter(([name]) => isVision(name)).map(([, w]) => w) : [];
+const params = [...model.weights].filter(([name]) => !frozen(name) && !(separateVision && isVision(name))).map(([, w]) => w);
+const visionParams = separateVision ? [...model.weights].filter(([name]) => isVision(name)).map(([, w]) => w) : [];
 const trained = [...params, ...visionParams];
 for (const p of trained) p.requiresGrad_(true);
 const opt = new torch.optim.AdamW(params, { lr: o.lr, weightDecay: o.wd });
@@ -86,7 +86,7 @@ while (trainSeconds < o.seconds && step < o.steps) {
   const batch = Array.from({ length: o.batch }, () => train[rng.int(train.length)]!);
   const tokens = batch.reduce((n, s) => n + s.lossMask.reduce((a, b) => a + b, 0), 0);
   torch.tidy(() => {
-    const out = batchLoss(chat.model, chat.imageOptions, batch, chat.padTokenId);
+    const out = batchLoss(model, batch);
     out.lossSum.div(tokens).backward();
     losses.push(out.lossSum.item() / tokens);
   });
@@ -107,9 +107,13 @@ while (trainSeconds < o.seconds && step < o.steps) {
   }
 }
 for (const p of trained) { p.grad = undefined; p.requiresGrad_(false); }
-saveCheckpoint(chat, join(root, "base"), join(root, "sft"));
+// The language model's optimizer state goes with the weights (a separate vision optimizer's does not).
+const checkpoint = saveSftCheckpoint(join(root, "checkpoints"), model, opt, { step, epoch: 0, cursor: 0, schedulerStep: step });
+writeFinalModel(checkpoint, join(root, "base"), join(root, "sft"));
 const steps_s = step / trainSeconds;
-chat.dispose();
+opt.dispose();
+visionOpt?.dispose();
+model.family.dispose();
 const v0 = performance.now();
 const val = await validate(task, { modelDir: join(root, "sft"), outputDir: join(root, "val"), episodes: o.valEpisodes, device: o.device, maxTokens: 10 });
 console.log(JSON.stringify({ done: true, steps: step, steps_per_s: +steps_s.toFixed(2), success: val.successRate, val_s: Math.round((performance.now() - v0) / 1000), dir: root }));

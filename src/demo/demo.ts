@@ -13,7 +13,8 @@
  *
  * Everything lands in one run directory, the trainer's: config.yaml, metrics.jsonl,
  * TensorBoard events, rollouts/, checkpoints/ (so `vagen monitor` reads it), with base/
- * (the random policy) and sft/ (the warm start, a model directory `vagen eval` takes).
+ * (the random policy) and sft/ (the warm start: its checkpoints in the trainer's format,
+ * and sft/final/, a model directory `vagen eval` takes).
  * The RL phase's validation before training is the supervised policy's success rate; the
  * one after the last step is the final success rate: both are in metrics.jsonl.
  */

@@ -1,11 +1,19 @@
 /**
  * The demo's recipe: how big the policy is, how much supervised warm-start it gets, and
- * the RL run after it, per device. The harness makes a row per turn, so every algorithm
- * here is one that credits turns within an episode: GiGPO (`gigpo`: the episode's outcome
- * within its group, plus each turn's discounted return against the other turns taken
- * from the same board state), GRPO (`trajectory_grpo`: every turn gets its episode's
- * outcome) or PPO (`default_gae` with a critic). The numbers were tuned on a 2-core CPU
- * so the whole demo (SFT, RL, validation) fits in minutes; docs/demo.md has the measurements.
+ * the RL run after it, per device. Every phase runs the task's harness, observation_only
+ * (src/demo/harness.ts: each turn the policy sees the current board alone, no system
+ * prompt, no history), which makes a row per turn; so every estimator here is one that
+ * stitches an episode's rows back together (verl's per-row `grpo` and `gae` are refused
+ * when episodes span rows). Only GiGPO tells the turns of an episode apart:
+ *   gigpo            the episode's outcome against its group's, plus each turn's
+ *                    discounted return against the other turns taken from the same
+ *                    board state
+ *   trajectory_grpo  (`grpo` here) one advantage for every turn of an episode: its
+ *                    outcome against its group's, divided by the group's spread
+ *   default_gae      (`ppo`) a critic, the episode's reward on its last token and
+ *                    token-level GAE back through all its turns
+ * The numbers were tuned on a 2-core CPU so the whole demo (SFT, RL, validation) fits in
+ * minutes; docs/demo.md has the measurements.
  */
 import * as v from "valibot";
 import type { SftConfig } from "../sft/config.ts";
@@ -140,9 +148,11 @@ export function sftConfig(task: DemoTask, recipe: DemoRecipe, opts: { baseModelD
 }
 
 /**
- * The RL phase as a `vagen train` config: GRPO (or PPO with a critic) on fresh training
- * seeds, no_concat harness (each turn sees the system prompt and the current board, as in
- * the warm start), greedy validation on the held-out seeds before training and at the end.
+ * The RL phase as a `vagen train` config: the chosen algorithm (GiGPO, GRPO over whole
+ * episodes, or PPO with a critic) on fresh training seeds, under the task's harness
+ * (observation_only: each turn sees the current board alone, as in the warm start), with
+ * greedy validation (`rollout.val_kwargs`' default: temperature 0, one rollout) on the
+ * held-out seeds before the first step, half-way and after the last.
  */
 export function trainConfig(
   task: DemoTask,
@@ -156,7 +166,8 @@ export function trainConfig(
     config: task.envConfig,
   };
   const tag = task.envName.toLowerCase();
-  // Rows per turn vary with episode length: micro-batches by a token budget, not by count.
+  // A row per turn, so a step's row count varies with its episodes' lengths: micro-batches
+  // by a token budget, not by count.
   // The vision tower stays as initialised in every phase (see sftConfig's freeze_vision_tower).
   const update = { ppo_mini_batch_size: recipe.rlBatch, use_dynamic_bsz: true, ppo_max_token_len: 4096, ppo_epochs: 1, freeze_vision_tower: true };
   return v.parse(TrainConfig, {
@@ -172,7 +183,8 @@ export function trainConfig(
     rollout: { n: recipe.rlGroup, temperature: 1.0, use_engine_logprobs: true },
     algorithm:
       opts.algorithm === "gigpo"
-        ? // GiGPO's own defaults (gamma 0.95, omega 1): a turn that walks into a hole is told
+        ? // GiGPO as its authors' scripts run it (gamma 0.95, omega 1; vagen's default gamma
+          // is 1): a turn that walks into a hole is told
           // apart from the other moves tried on the same board. Advantages are centred, not
           // divided by the group's spread: dividing blows the small return differences of two
           // safe paths (0.95^3 against 0.95^5) up to the size of a fall into a hole.

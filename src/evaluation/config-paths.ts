@@ -12,7 +12,7 @@ import { isAbsolute } from "node:path";
 import { isImportPath as isEnvImportPath } from "../../envs/registry.ts";
 import { type ResolvedConfig, resolveConfigPath } from "../config/index.ts";
 import { isImportPath as isHarnessImportPath } from "../harness/registry.ts";
-import type { EvalConfig } from "./config.ts";
+import type { EvalConfig } from "./config-schema.ts";
 
 type Origins = Pick<ResolvedConfig, "baseDirs">;
 

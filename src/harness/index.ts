@@ -1,6 +1,6 @@
 /** Agent loops (harnesses): concat, no_concat, compact; registry and import-path loading. */
 export * from "./types.ts";
-export { defineHarness, runAgentLoop, type ConversationView, type HarnessDefinition, type SummaryPolicy } from "./loop.ts";
+export { defineHarness, runAgentLoop } from "./loop.ts";
 export { generationLimit, generationFloor } from "./generation-limit.ts";
 export { TokenConversations, type TokenCall } from "./token-conversations.ts";
 export { observationToMessage, reportedSuccess, DEFAULT_IMAGE_PLACEHOLDER } from "./observation.ts";

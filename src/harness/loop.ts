@@ -20,38 +20,8 @@ import { abortError, isAbortError } from "../clients/errors.ts";
 import type { ChatMessage } from "../core/chat.ts";
 import type { Completion } from "../clients/types.ts";
 import { DEFAULT_IMAGE_PLACEHOLDER, observationToMessage, reportedSuccess } from "./observation.ts";
-import { TokenConversations, type SummaryPolicy, type TokenCall } from "./token-conversations.ts";
-import type { EpisodeFinishReason, EpisodeRecord, EpisodeSummary, Harness, HarnessRunOptions, TurnRecord, UnusableReason } from "./types.ts";
-
-/** What a prompt policy can look at when building the next turn's messages. */
-export interface ConversationView {
-  system: ChatMessage;
-  /** The first observation, as a user message. */
-  initial: ChatMessage;
-  /** Earlier turns, oldest first: the reply and the observation that followed. */
-  turns: ReadonlyArray<{ assistant: ChatMessage; observation: ChatMessage; record: TurnRecord }>;
-  /** The observation the model must answer now (the initial one on turn 1). */
-  current: ChatMessage;
-  /** The latest summary the model wrote (summarising harnesses), if any. */
-  summary?: EpisodeSummary;
-}
-
-export interface HarnessDefinition {
-  name: string;
-  rowPerTurn: boolean;
-  /** Whether `info.success` ends the episode even when the env does not say done. */
-  stopOnSuccess: boolean;
-  prompt(view: ConversationView): ChatMessage[];
-  /**
-   * Summarise-and-restart (VAGEN main's compact; token-level clients only): before a
-   * call that continues a conversation, the loop asks for a summary when the policy's
-   * budgets say so, closes that conversation, and builds the prompt again with `summary`
-   * in the view.
-   */
-  summary?: SummaryPolicy;
-}
-
-export type { SummaryPolicy };
+import { TokenConversations, type TokenCall } from "./token-conversations.ts";
+import type { ConversationView, EpisodeFinishReason, EpisodeRecord, EpisodeSummary, Harness, HarnessDefinition, HarnessRunOptions, TurnRecord, UnusableReason } from "./types.ts";
 
 export function defineHarness(definition: HarnessDefinition): Harness {
   return {

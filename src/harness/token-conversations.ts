@@ -20,7 +20,7 @@ import type { ClientConversation, Completion, InferenceClient, SamplingParams } 
 import { blake2b } from "../core/blake2b.ts";
 import type { ChatMessage } from "../core/chat.ts";
 import { generationFloor, generationLimit } from "./generation-limit.ts";
-import type { EpisodeConversation, RowLimits, UnusableReason } from "./types.ts";
+import type { EpisodeConversation, RowLimits, SummaryPolicy, UnusableReason } from "./types.ts";
 
 /** What one model call came to. */
 export type TokenCall =
@@ -33,16 +33,6 @@ export type TokenCall =
       at?: { conversation: number; reply: number };
     }
   | { kind: "stop"; reason: "no_room" | "empty_generation" | "unusable"; unusable?: UnusableReason };
-
-/** When a summarising harness compacts (VAGEN main's compact). */
-export interface SummaryPolicy {
-  /** The user message that asks for the summary. */
-  request: ChatMessage;
-  /** Tokens the summary may take; default max(1, min(per-turn limit, budget / 4)), budget = compactBudget or the row's response budget. */
-  summaryBudget?: number;
-  /** Also summarise once the conversation's tokens plus the last turn's cost reach this. */
-  compactBudget?: number;
-}
 
 interface OpenConversation {
   conversation: ClientConversation;

@@ -4,7 +4,7 @@
  * masks; it records each turn faithfully so the rollout layer can.
  */
 import type { Env, EnvInfo, Observation } from "../../envs/_common/types.ts";
-import type { ChatMessage } from "../core/chat.ts";
+import type { ChatMessage, Role } from "../core/chat.ts";
 import type { Completion, InferenceClient, SamplingParams } from "../clients/types.ts";
 import type { ConversationRecord } from "../models/conversation.ts";
 
@@ -134,6 +134,45 @@ export interface Harness {
   runEpisode(options: HarnessRunOptions): Promise<EpisodeRecord>;
 }
 
+/** When a summarising harness compacts (VAGEN main's compact). */
+export interface SummaryPolicy {
+  /** The user message that asks for the summary. */
+  request: ChatMessage;
+  /** Tokens the summary may take; default max(1, min(per-turn limit, budget / 4)), budget = compactBudget or the row's response budget. */
+  summaryBudget?: number;
+  /** Also summarise once the conversation's tokens plus the last turn's cost reach this. */
+  compactBudget?: number;
+}
+
+/** What a prompt policy can look at when building the next turn's messages. */
+export interface ConversationView {
+  system: ChatMessage;
+  /** The first observation, as a user message. */
+  initial: ChatMessage;
+  /** Earlier turns, oldest first: the reply and the observation that followed. */
+  turns: ReadonlyArray<{ assistant: ChatMessage; observation: ChatMessage; record: TurnRecord }>;
+  /** The observation the model must answer now (the initial one on turn 1). */
+  current: ChatMessage;
+  /** The latest summary the model wrote (summarising harnesses), if any. */
+  summary?: EpisodeSummary;
+}
+
+/** A harness as `defineHarness` (loop.ts) takes it: what to send each turn, and when to stop. */
+export interface HarnessDefinition {
+  name: string;
+  rowPerTurn: boolean;
+  /** Whether `info.success` ends the episode even when the env does not say done. */
+  stopOnSuccess: boolean;
+  prompt(view: ConversationView): ChatMessage[];
+  /**
+   * Summarise-and-restart (VAGEN main's compact; token-level clients only): before a
+   * call that continues a conversation, the loop asks for a summary when the policy's
+   * budgets say so, closes that conversation, and builds the prompt again with `summary`
+   * in the view.
+   */
+  summary?: SummaryPolicy;
+}
+
 /**
  * Builds a harness from the options given in config (`harness: {name: ..., <options>}`).
  * Factories loaded from a user's file also get the `kit`, so a harness file needs no
@@ -141,10 +180,13 @@ export interface Harness {
  */
 export type HarnessFactory = (options: Record<string, unknown>, kit: HarnessKit) => Harness;
 
-/** The helpers handed to harness factories. */
+/**
+ * The helpers handed to harness factories: loop.ts's and observation.ts's functions
+ * (registry.ts hands over those very functions, so their signatures are checked there).
+ */
 export interface HarnessKit {
-  defineHarness: typeof import("./loop.ts").defineHarness;
-  runAgentLoop: typeof import("./loop.ts").runAgentLoop;
-  observationToMessage: typeof import("./observation.ts").observationToMessage;
-  reportedSuccess: typeof import("./observation.ts").reportedSuccess;
+  defineHarness(definition: HarnessDefinition): Harness;
+  runAgentLoop(definition: HarnessDefinition, options: HarnessRunOptions): Promise<EpisodeRecord>;
+  observationToMessage(role: Role, obs: Observation, placeholder?: string): ChatMessage;
+  reportedSuccess(info: EnvInfo | undefined): boolean | undefined;
 }

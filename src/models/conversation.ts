@@ -198,6 +198,20 @@ export class Conversation {
     return this.pushTurn({ role: "assistant", start, end: this.ids.length, sampled, finishReason: reply.finishReason });
   }
 
+  /**
+   * The id that ends an assistant turn here: the first token of the template's closing
+   * after a reply (`<|im_end|>` for Qwen), the one a model samples to stop. A reply
+   * written by someone else (a demonstration) ends with it, so imitation learns to stop;
+   * `addReply` then keeps it as the reply's last token, as it does for a sampled one.
+   */
+  endOfTurnId(): number {
+    const closing = this.codec.encodeText(this.codec.framing.replyClosingText(this.history), []).tokenIds;
+    if (closing.length === 0) {
+      throw new VagenError(`${this.codec.framing.template.origin}: the chat template writes nothing after an assistant reply, so no token ends a turn`);
+    }
+    return closing[0]!;
+  }
+
   /** The ids and image spans so far (copies): what an engine prefills or continues. */
   prompt(): ConversationPrompt {
     return { tokenIds: [...this.ids], images: this.imageSpans.map((s) => ({ ...s })) };

@@ -13,10 +13,10 @@
  * (a turn's outcome reward on the turn's last sampled token; world-model section scores
  * on their section's last token); mask-0 positions never carry reward.
  *
- * Rows are host data (plain arrays); `RowBatch` is their padded tensor form.
+ * Rows are host data (plain arrays); the training forward (src/training/forward.ts) packs
+ * them into a padded batch.
  */
 import type { RGBImage } from "../core/image.ts";
-import type { Tensor } from "../torch/index.ts";
 
 /** Where one image's placeholder tokens sit, relative to the row's full sequence (prompt + response). */
 export interface RowImage {
@@ -77,39 +77,4 @@ export interface TrainingRow {
   stateKeys?: string[];
   /** Named reward parts summed over the row (format, env, state_estimation, ...), for metrics. */
   rewardParts: Record<string, number>;
-}
-
-/**
- * Rows as padded tensors for one differentiable forward pass (`batchRows`, batch.ts).
- * Sequence = prompt left-padded to P, then response right-padded to R (verl's layout),
- * so response position j of every row sits at column P + j and is predicted by the
- * hidden state at column P + j - 1.
- *
- * Refined from the first proposal: integer tensors are int64 (the attention mask too, as
- * the decoder takes it), `modelInputs` is filled by the family (Qwen2.5-VL, see
- * qwen2_5_vl.ts: `pixelValues` [patches, patchDim] in the model's dtype, `imageGridThw`
- * [[t, h, w], ...] in batch order, `positionIds` [3, B, P + R] int64 M-RoPE positions,
- * and `images`, each row's RGB images, for the family's own `forwardForTraining`), and
- * the batch owns its tensors: `dispose()` frees them all.
- */
-export interface RowBatch {
-  /** [B, P + R] int64 token ids (padding: the pad id). */
-  inputIds: Tensor;
-  /** [B, P + R] int64, 1 at real tokens. */
-  attentionMask: Tensor;
-  /** [B, R] f32 response mask (1 at sampled tokens). */
-  responseMask: Tensor;
-  /** [B, R] f32 rewards per response token. */
-  tokenRewards: Tensor;
-  /** [B, R] f32 engine log-probs (0 where none). */
-  rolloutLogprobs: Tensor;
-  /** Width of the left-padded prompt block (P) and of the response block (R). */
-  promptWidth: number;
-  responseWidth: number;
-  /** Family-specific model inputs (Qwen2.5-VL: pixel values, grids, M-RoPE position ids). */
-  modelInputs: Record<string, unknown>;
-  /** The rows, in batch order. */
-  rows: readonly TrainingRow[];
-  /** Frees every tensor of the batch (modelInputs' included). */
-  dispose(): void;
 }

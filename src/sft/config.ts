@@ -1,8 +1,8 @@
 /**
  * The `vagen sft` config: a base model, where the trajectories come from, and how to train.
  *
- *   model_dir: ../models/base          # a Qwen2.5-VL model directory to start from
- *   output_dir: ../runs/sft/frozenlake # checkpoints/epoch_<N>/ and final/ (model directories)
+ *   model_dir: ../models/base          # a model directory of a registered family to start from
+ *   output_dir: ../runs/sft/frozenlake # config.yaml, checkpoints/step_<N>/ (the trainer's format), final/ (a model directory)
  *   seed: 0
  *   data:
  *     layout: no_concat               # how episodes become samples: the harness RL will use
@@ -29,7 +29,7 @@ const positiveInt = (what: string) => v.pipe(v.number(), v.integer(`${what}: an 
 const nonNegative = (what: string) => v.pipe(v.number(), v.minValue(0, `${what} >= 0`));
 
 /** Which supervised samples an episode gives, matching the harness that will run the policy. */
-export const SAMPLE_LAYOUTS = ["concat", "no_concat", "observation_only"] as const;
+const SAMPLE_LAYOUTS = ["concat", "no_concat", "observation_only"] as const;
 export type SampleLayout = (typeof SAMPLE_LAYOUTS)[number];
 
 export const SolverDataConfig = v.strictObject({
@@ -108,7 +108,7 @@ export const SftTrainConfig = v.strictObject({
    * number of steps, which from one seed to the next reach very different fits early on.
    */
   stop_below_loss: v.optional(v.pipe(v.number(), v.minValue(0)), 0),
-  /** Write a checkpoint after every epoch (the final one is always written). */
+  /** Write a checkpoint (`checkpoints/step_<N>`) after every epoch (the last step's is always written). */
   save_every_epoch: v.optional(v.boolean(), false),
   /**
    * Leave the vision encoder's weights as they are and train only the language model. A
@@ -153,7 +153,7 @@ export function checkSftConfig(config: SftConfig, file = "sft config"): SftConfi
 }
 
 /** A validated config with its paths made absolute (relative to the file that set each). */
-export function checkResolvedSftConfig(resolved: ResolvedConfig): SftConfig {
+function checkResolvedSftConfig(resolved: ResolvedConfig): SftConfig {
   const config = checkSftConfig(validateResolved(SftConfig, resolved), resolved.file);
   return {
     ...config,

@@ -171,7 +171,7 @@ interface DumpedMessage {
 }
 
 /** Every episode folder (`<tag>/seed_<N>/` with messages.json and metrics.json) under `dir`. */
-export function evalEpisodeDirs(dir: string): string[] {
+function evalEpisodeDirs(dir: string): string[] {
   if (!existsSync(dir)) throw new VagenError(`data.eval_dirs: ${dir}: directory not found`, "give folders that vagen eval wrote (its output_dir)");
   const found: string[] = [];
   for (const tag of readdirSync(dir, { withFileTypes: true })) {
@@ -185,7 +185,7 @@ export function evalEpisodeDirs(dir: string): string[] {
 }
 
 /** Read one episode folder written by `vagen eval`. */
-export function readEvalEpisode(dir: string): Episode {
+function readEvalEpisode(dir: string): Episode {
   const messagesPath = join(dir, "messages.json");
   const dumped = JSON.parse(readFileSync(messagesPath, "utf8")) as DumpedMessage[];
   const metrics = JSON.parse(readFileSync(join(dir, "metrics.json"), "utf8")) as { success?: boolean };

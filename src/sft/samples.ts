@@ -1,7 +1,8 @@
 /**
  * Episodes to supervised samples, as token-level conversations (src/models/conversation.ts):
  * each message is framed exactly as the chat template frames it, and each reply is the
- * tokenizer's ids of its text plus the end-of-turn token, marked as the model's own
+ * tokenizer's ids of its text plus the template's end-of-turn token (whatever the
+ * family's template closes a reply with), marked as the model's own
  * tokens (loss mask 1). Only those tokens are trained; system prompts, observations,
  * image placeholders and template framing are context (mask 0).
  *
@@ -21,13 +22,11 @@ import type { Episode } from "./episodes.ts";
 export interface ReplyEncoder {
   /** Token ids of a reply's text, without framing. */
   encode(text: string): number[];
-  /** The id the model samples to end its turn (Qwen: `<|im_end|>`). */
-  endOfTurnId: number;
 }
 
 function addReply(conversation: Conversation, replies: ReplyEncoder, text: string): void {
   conversation.beginReply();
-  conversation.addReply({ tokenIds: [...replies.encode(text), replies.endOfTurnId] });
+  conversation.addReply({ tokenIds: [...replies.encode(text), conversation.endOfTurnId()] });
 }
 
 export function episodeSamples(episode: Episode, layout: SampleLayout, codec: ConversationCodec, replies: ReplyEncoder): ConversationRecord[] {

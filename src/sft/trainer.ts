@@ -4,13 +4,15 @@
  *   episodes (solver and/or vagen eval outputs, filtered by success)
  *     -> token-level conversations (loss mask = the replies' tokens)
  *     -> shuffled batches -> cross-entropy on the replies -> AdamW
- *     -> checkpoints as ordinary model directories
+ *     -> checkpoints in the trainer's format, and the last one as a model directory
  *
- * The loop emits typed events (`SftEvent`) and writes nothing to the terminal; the CLI
- * picks a view. A checkpoint is a copy of the base model directory with the trained
- * weights, so `vagen eval`, `vagen serve` and RL start from it like from any model.
+ * The model is loaded and trained through the model-family seam as `vagen train` trains
+ * it (`loadModelFamily`, `TrainingModel`, the family's training forward), so any
+ * registered family can be warm-started. The loop emits typed events (`SftEvent`) and
+ * writes nothing to the terminal; the CLI picks a view. What lands on disk is in
+ * checkpoint.ts: `final/` is an ordinary model directory, so `vagen eval`, `vagen serve`
+ * and RL start from it like from any model.
  */
-import { copyFileSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
@@ -18,9 +20,11 @@ import { VagenError } from "../core/errors.ts";
 import { Rng } from "../core/rng.ts";
 import { resolveDevice } from "../engine/load.ts";
 import type { ConversationRecord } from "../models/conversation.ts";
-import { Qwen25VLChatModel } from "../models/qwen2_5_vl/chat-model.ts";
-import { Qwen25VLConversationCodec } from "../models/qwen2_5_vl/conversation-codec.ts";
+import { loadModelFamily } from "../models/index.ts";
+import { removeStaleCheckpointTemporaries } from "../training/checkpoint.ts";
+import { TrainingModel } from "../training/forward.ts";
 import { trainableWeights } from "../training/update.ts";
+import { saveSftCheckpoint, writeFinalModel, writeSftConfig } from "./checkpoint.ts";
 import type { SftConfig } from "./config.ts";
 import { evalEpisodes, solverEpisodes, type Episode } from "./episodes.ts";
 import { batchLoss } from "./loss.ts";
@@ -31,21 +35,24 @@ export type SftEvent =
   | { type: "data"; episodes: number; kept: number; successRate: number; samples: number; trainedTokens: number }
   /** One optimizer step. `loss` is the mean over the step's trained tokens. */
   | { type: "step"; step: number; totalSteps: number; epoch: number; loss: number; tokenAccuracy: number; lr: number; gradNorm: number }
+  /** A checkpoint (`checkpoints/step_<N>`) was written. */
   | { type: "checkpoint"; step: number; dir: string }
   /** `train.stop_below_loss` was reached: the mean loss of the last steps, and the limit. */
   | { type: "stopped_early"; step: number; meanLoss: number; below: number }
   | { type: "finished"; steps: number; finalDir: string; seconds: number };
 
 export interface SftResult {
-  /** The final checkpoint: a model directory. */
+  /** The final model: a model directory (`output_dir/final`). */
   modelDir: string;
+  /** The last checkpoint (`output_dir/checkpoints/step_<N>`), which `final/` was exported from. */
+  checkpoint: string;
   steps: number;
   /** Mean loss of the last epoch's steps. */
   finalLoss: number;
 }
 
 /** Gather the config's episodes, keeping successful ones when `only_success` is set. */
-export async function gatherEpisodes(config: SftConfig): Promise<{ all: Episode[]; kept: Episode[] }> {
+async function gatherEpisodes(config: SftConfig): Promise<{ all: Episode[]; kept: Episode[] }> {
   const { data } = config;
   const episodes: Episode[] = [];
   if (data.solver) episodes.push(...(await solverEpisodes(data.solver, { seed: config.seed })));
@@ -62,38 +69,45 @@ export async function runSft(config: SftConfig, onEvent: (event: SftEvent) => vo
     throw new VagenError(`${config.data.only_success ? "no successful episode" : "no episode"} among ${all.length} to train on`, "add trajectories, or set data.only_success=false");
   }
 
-  const device = resolveDevice(config.device);
-  const chat = Qwen25VLChatModel.load(config.model_dir, { device, dtype: config.dtype });
+  const checkpointRoot = join(config.output_dir, "checkpoints");
+  removeStaleCheckpointTemporaries(checkpointRoot);
+  writeSftConfig(config);
+  const model = new TrainingModel(loadModelFamily(config.model_dir, { device: resolveDevice(config.device), dtype: config.dtype }));
   try {
-    const codec = new Qwen25VLConversationCodec(chat.processor);
-    const imEnd = chat.tokenizer.maybeTokenId("<|im_end|>");
-    if (imEnd === undefined) throw new VagenError(`${config.model_dir}: the tokenizer has no <|im_end|> token, which ends a Qwen chat turn`);
-    const replies = { encode: (text: string) => chat.tokenizer.encode(text), endOfTurnId: imEnd };
+    const codec = model.family.conversationCodec();
+    const replies = { encode: (text: string) => model.family.tokenizer.encode(text) };
     const samples = kept.flatMap((e) => episodeSamples(e, config.data.layout, codec, replies));
     const trainedTokens = samples.reduce((n, s) => n + s.lossMask.reduce((a, b) => a + b, 0), 0);
     const successRate = all.filter((e) => e.success).length / all.length;
     onEvent({ type: "data", episodes: all.length, kept: kept.length, successRate, samples: samples.length, trainedTokens });
 
-    const result = trainOnSamples(chat, samples, config, onEvent);
-    const finalDir = join(config.output_dir, "final");
-    saveCheckpoint(chat, config.model_dir, finalDir);
-    onEvent({ type: "checkpoint", step: result.steps, dir: finalDir });
+    const result = trainOnSamples(model, samples, config, onEvent, { checkpointRoot });
+    const finalDir = writeFinalModel(result.checkpoint!, config.model_dir, join(config.output_dir, "final"));
     onEvent({ type: "finished", steps: result.steps, finalDir, seconds: (performance.now() - started) / 1000 });
-    return { modelDir: finalDir, steps: result.steps, finalLoss: result.finalLoss };
+    return { modelDir: finalDir, checkpoint: result.checkpoint!, steps: result.steps, finalLoss: result.finalLoss };
   } finally {
-    chat.dispose();
+    model.family.dispose();
   }
+}
+
+export interface TrainLoopOptions {
+  /**
+   * Where checkpoints go (`checkpoints/step_<N>`): after every epoch with
+   * `train.save_every_epoch`, and after the last step. Unset: none are written.
+   */
+  checkpointRoot?: string;
 }
 
 /** The optimisation loop over prepared samples (the model's weights are updated in place). */
 export function trainOnSamples(
-  chat: Qwen25VLChatModel,
+  model: TrainingModel,
   samples: readonly ConversationRecord[],
-  config: Pick<SftConfig, "seed" | "optim" | "train" | "output_dir" | "model_dir">,
+  config: Pick<SftConfig, "seed" | "optim" | "train">,
   onEvent: (event: SftEvent) => void = () => {},
-): { steps: number; finalLoss: number } {
+  opts: TrainLoopOptions = {},
+): { steps: number; finalLoss: number; checkpoint?: string } {
   const { optim, train } = config;
-  const params = [...trainableWeights(chat.model.weights, chat, train.freeze_vision_tower).values()];
+  const params = [...trainableWeights(model.weights, model.family, train.freeze_vision_tower).values()];
   for (const p of params) p.requiresGrad_(true);
   const optimizer = new torch.optim.AdamW(params, { lr: optim.lr, weightDecay: optim.weight_decay });
   const stepsPerEpoch = Math.ceil(samples.length / train.batch_size);
@@ -108,13 +122,23 @@ export function trainOnSamples(
   let epochLosses: number[] = [];
   const recentLosses: number[] = [];
   let stopped = false;
+  let checkpoint: { step: number; dir: string } | undefined;
+  const save = (epoch: number, cursor: number): void => {
+    if (!opts.checkpointRoot || checkpoint?.step === step) return;
+    const dir = saveSftCheckpoint(opts.checkpointRoot, model, optimizer, { step, epoch, cursor, schedulerStep: scheduler.lastStep });
+    checkpoint = { step, dir };
+    onEvent({ type: "checkpoint", step, dir });
+  };
+  let epoch = 0;
+  let cursor = 0;
   try {
-    for (let epoch = 1; epoch <= train.epochs && step < totalSteps && !stopped; epoch++) {
+    for (epoch = 0; epoch < train.epochs && step < totalSteps && !stopped; epoch++) {
       epochLosses = [];
       const order = shuffled([...samples.keys()], rng);
-      for (let start = 0; start < order.length && step < totalSteps && !stopped; start += train.batch_size) {
-        const batch = order.slice(start, start + train.batch_size).map((i) => samples[i]!);
-        const { loss, accuracy } = accumulateGradients(chat, batch, train.micro_batch_size, train.label_smoothing);
+      for (cursor = 0; cursor < order.length && step < totalSteps && !stopped; ) {
+        const batch = order.slice(cursor, cursor + train.batch_size).map((i) => samples[i]!);
+        cursor += batch.length;
+        const { loss, accuracy } = accumulateGradients(model, batch, train.micro_batch_size, train.label_smoothing);
         const gradNorm = optim.grad_clip > 0 ? clippedNorm(params, optim.grad_clip) : 0;
         const lr = optimizer.lr;
         torch.noGrad(() => optimizer.step());
@@ -122,7 +146,7 @@ export function trainOnSamples(
         scheduler.step();
         step++;
         epochLosses.push(loss);
-        onEvent({ type: "step", step, totalSteps, epoch, loss, tokenAccuracy: accuracy, lr, gradNorm });
+        onEvent({ type: "step", step, totalSteps, epoch: epoch + 1, loss, tokenAccuracy: accuracy, lr, gradNorm });
         if (train.stop_below_loss > 0) {
           recentLosses.push(loss);
           if (recentLosses.length > STOP_LOSS_WINDOW) recentLosses.shift();
@@ -133,12 +157,10 @@ export function trainOnSamples(
           }
         }
       }
-      if (train.save_every_epoch && step < totalSteps) {
-        const dir = join(config.output_dir, "checkpoints", `epoch_${epoch}`);
-        saveCheckpoint(chat, config.model_dir, dir);
-        onEvent({ type: "checkpoint", step, dir });
-      }
+      if (train.save_every_epoch && cursor === order.length) save(epoch, cursor);
     }
+    // The last step's state, unless an epoch's checkpoint already holds it.
+    save(Math.max(0, epoch - 1), cursor);
   } finally {
     for (const p of params) {
       p.grad = undefined;
@@ -147,14 +169,14 @@ export function trainOnSamples(
     optimizer.dispose();
   }
   const finalLoss = epochLosses.reduce((a, b) => a + b, 0) / Math.max(1, epochLosses.length);
-  return { steps: step, finalLoss };
+  return { steps: step, finalLoss, ...(checkpoint ? { checkpoint: checkpoint.dir } : {}) };
 }
 
 /** Steps whose mean loss `train.stop_below_loss` is compared with. */
 export const STOP_LOSS_WINDOW = 10;
 
 /** Forward and backward over a batch's micro-batches; the gradients are the token-mean's. */
-function accumulateGradients(chat: Qwen25VLChatModel, batch: readonly ConversationRecord[], microBatchSize: number, labelSmoothing: number): { loss: number; accuracy: number } {
+function accumulateGradients(model: TrainingModel, batch: readonly ConversationRecord[], microBatchSize: number, labelSmoothing: number): { loss: number; accuracy: number } {
   const tokens = batch.reduce((n, s) => n + s.lossMask.reduce((a, b) => a + b, 0), 0);
   if (tokens === 0) throw new VagenError("a training batch has no trained tokens (every reply empty?)");
   let lossSum = 0;
@@ -162,7 +184,7 @@ function accumulateGradients(chat: Qwen25VLChatModel, batch: readonly Conversati
   for (let i = 0; i < batch.length; i += microBatchSize) {
     const micro = batch.slice(i, i + microBatchSize);
     torch.tidy(() => {
-      const out = batchLoss(chat.model, chat.imageOptions, micro, chat.padTokenId, { labelSmoothing });
+      const out = batchLoss(model, micro, { labelSmoothing });
       // Dividing by the whole batch's token count makes the accumulated gradient the batch mean.
       out.lossSum.div(tokens).backward();
       lossSum += out.lossSum.item();
@@ -192,22 +214,4 @@ function clippedNorm(params: readonly Tensor[], maxNorm: number): number {
   const value = norm.item();
   norm.dispose();
   return value;
-}
-
-/**
- * Write the model's current weights as a model directory: the base directory's other files
- * (config, tokenizer, chat template, processor) copied, weights in model.safetensors.
- * Written to a temporary folder and renamed, so a checkpoint that exists is complete.
- */
-export function saveCheckpoint(chat: Qwen25VLChatModel, baseDir: string, dir: string): void {
-  const tmp = `${dir}.tmp-${process.pid}`;
-  rmSync(tmp, { recursive: true, force: true });
-  mkdirSync(tmp, { recursive: true });
-  for (const entry of readdirSync(baseDir, { withFileTypes: true })) {
-    if (!entry.isFile() || entry.name.endsWith(".safetensors") || entry.name === torch.safetensors.INDEX_FILE) continue;
-    copyFileSync(join(baseDir, entry.name), join(tmp, entry.name));
-  }
-  torch.safetensors.save(join(tmp, "model.safetensors"), chat.model.weights, { format: "pt" });
-  rmSync(dir, { recursive: true, force: true });
-  renameSync(tmp, dir);
 }

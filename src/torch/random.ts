@@ -3,6 +3,7 @@
  */
 import { OUT, OUT_PTR, S, check, loadTorch } from "./native.ts";
 import { parseDevice, type Device } from "./dtype.ts";
+import type { GeneratorHandle } from "./generator-handle.ts";
 import { Tensor } from "./tensor.ts";
 
 const registry = new FinalizationRegistry<number>((h) => S.vt_generator_free(h));
@@ -11,7 +12,7 @@ const registry = new FinalizationRegistry<number>((h) => S.vt_generator_free(h))
  * A seeded random stream (PyTorch's torch.Generator). Pass it to rand/randn/randint,
  * multinomial, uniform_ and normal_ for reproducible draws independent of the global seed.
  */
-export class Generator {
+export class Generator implements GeneratorHandle {
   /** @internal */ _h: number;
   readonly device: Device;
 

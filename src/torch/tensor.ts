@@ -22,7 +22,7 @@ import {
   type Device,
   type HostArray,
 } from "./dtype.ts";
-import type { Generator } from "./random.ts";
+import type { GeneratorHandle } from "./generator-handle.ts";
 
 export type Scalar = number | boolean;
 export type TensorOrScalar = Tensor | Scalar;
@@ -94,7 +94,7 @@ function handle(t: Tensor | undefined | null): number {
   return t ? t._h : 0;
 }
 
-function genHandle(g: Generator | undefined): number {
+function genHandle(g: GeneratorHandle | undefined): number {
   return g ? g._h : 0;
 }
 
@@ -676,7 +676,7 @@ export class Tensor {
     return pair(S.vt_pair_op(OPS.pair.kthvalue, this._h, k, dim, keepdim ? 1 : 0, 0, OUT_PTR));
   }
   /** Samples indices from rows of (unnormalised) probabilities. */
-  multinomial(numSamples: number, replacement = false, generator?: Generator): Tensor {
+  multinomial(numSamples: number, replacement = false, generator?: GeneratorHandle): Tensor {
     return result(S.vt_multinomial(this._h, numSamples, replacement ? 1 : 0, genHandle(generator), OUT_PTR));
   }
 
@@ -845,12 +845,12 @@ export class Tensor {
     return this;
   }
   /** Fills with samples from U[low, high). */
-  uniform_(low = 0, high = 1, generator?: Generator): this {
+  uniform_(low = 0, high = 1, generator?: GeneratorHandle): this {
     check(S.vt_random_(0, this._h, low, high, genHandle(generator)));
     return this;
   }
   /** Fills with samples from N(mean, std^2). */
-  normal_(mean = 0, std = 1, generator?: Generator): this {
+  normal_(mean = 0, std = 1, generator?: GeneratorHandle): this {
     check(S.vt_random_(1, this._h, mean, std, genHandle(generator)));
     return this;
   }

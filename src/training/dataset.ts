@@ -11,7 +11,7 @@
  * uninterrupted run would.
  */
 import { Rng } from "../core/rng.ts";
-import { planEnvSpecs, type EnvSpec } from "../evaluation/plan.ts";
+import { planEnvSpecs, type EnvSpec } from "../core/env-plan.ts";
 import type { TrainEnvSpec } from "./config.ts";
 
 /** One dataset item: an env instance of a spec, with its seed. */

@@ -1,6 +1,7 @@
 /**
  * The training forward: training rows in, per-response-token log-probs, entropies or
- * critic values out, differentiably.
+ * critic values out, differentiably. The one place rows become a padded batch: the RL
+ * trainer's forwards and `vagen sft`'s loss both pack here.
  *
  * Rows are packed as verl packs them: the prompt left-padded to P, the response
  * right-padded to R, so response token j of every row sits at column P + j and is
@@ -15,13 +16,24 @@
  * Every row that has images brings them into the forward (the family seam's
  * forwardForTraining processes their pixels); a forward that dropped them would still
  * lower the loss and hide the bug, so the family refuses image tokens without features.
+ * Nothing here knows a family: ids, mask and images go through `ModelFamily`.
  */
 import * as torch from "../torch/index.ts";
-import type { Tensor } from "../torch/index.ts";
+import type { Device, Tensor } from "../torch/index.ts";
 import { tokenLogProbs } from "../algorithms/index.ts";
-import { Qwen25VLChatModel, ValueHead, type ModelFamily } from "../models/index.ts";
-import { VagenError } from "../core/errors.ts";
-import type { TrainingRow } from "../rollout/types.ts";
+import { ValueHead, type ModelFamily } from "../models/index.ts";
+import type { RowImage, TrainingRow } from "../rollout/types.ts";
+
+/**
+ * What packing reads of a row: a `TrainingRow` is one, and so is a supervised sample
+ * cut at its first trained token (src/sft/loss.ts).
+ */
+export interface PackableRow {
+  promptIds: readonly number[];
+  responseIds: readonly number[];
+  /** The row's images in placeholder order (prompt and response). */
+  images: readonly Pick<RowImage, "image">[];
+}
 
 /** A micro-batch of rows as host arrays, in verl's layout. */
 export interface PackedRows {
@@ -29,22 +41,27 @@ export interface PackedRows {
   inputIds: number[][];
   /** [B][P + R] 1 at real tokens. */
   attentionMask: number[][];
+  /** Whether any row is padded (without padding the forward needs no mask). */
+  padded: boolean;
   promptWidth: number;
   responseWidth: number;
 }
 
-export function packRows(rows: readonly TrainingRow[], padId: number): PackedRows {
+export function packRows(rows: readonly PackableRow[], padId: number): PackedRows {
   const P = Math.max(1, ...rows.map((r) => r.promptIds.length));
   const R = Math.max(1, ...rows.map((r) => r.responseIds.length));
+  const fill = (n: number, value: number) => new Array<number>(n).fill(value);
   const inputIds: number[][] = [];
   const attentionMask: number[][] = [];
+  let padded = false;
   for (const row of rows) {
     const lead = P - row.promptIds.length;
     const tail = R - row.responseIds.length;
-    inputIds.push([...new Array<number>(lead).fill(padId), ...row.promptIds, ...row.responseIds, ...new Array<number>(tail).fill(padId)]);
-    attentionMask.push([...new Array<number>(lead).fill(0), ...new Array<number>(row.promptIds.length + row.responseIds.length).fill(1), ...new Array<number>(tail).fill(0)]);
+    if (lead > 0 || tail > 0) padded = true;
+    inputIds.push([...fill(lead, padId), ...row.promptIds, ...row.responseIds, ...fill(tail, padId)]);
+    attentionMask.push([...fill(lead, 0), ...fill(row.promptIds.length + row.responseIds.length, 1), ...fill(tail, 0)]);
   }
-  return { inputIds, attentionMask, promptWidth: P, responseWidth: R };
+  return { inputIds, attentionMask, padded, promptWidth: P, responseWidth: R };
 }
 
 /** [B, R] host columns (one array per row, shorter rows padded with `fill`) as a tensor. */
@@ -56,34 +73,29 @@ export function rowsTensor(columns: readonly ArrayLike<number>[], width: number,
   return torch.tensor(flat, [columns.length, width], { dtype: opts.dtype ?? "f32", device: opts.device as never });
 }
 
-/**
- * The weights a trainer updates, by their Hugging Face names: views into the family's
- * own weight map, so the engine generates with what the optimizer writes.
- */
-export function familyWeights(family: ModelFamily): Map<string, Tensor> {
-  if (family instanceof Qwen25VLChatModel) return family.model.weights;
-  throw new VagenError(`model family "${family.family}": the trainer does not know where its weights are`, "training supports qwen2_5_vl");
-}
-
 /** A model family as the trainer uses it: the training forward and the weights it reads. */
 export class TrainingModel {
+  /**
+   * The weights a trainer updates, by their checkpoint names: the family's own map, so
+   * the engine generates with what the optimizer writes in place.
+   */
   readonly weights: Map<string, Tensor>;
 
   constructor(readonly family: ModelFamily) {
-    this.weights = familyWeights(family);
+    this.weights = family.weights;
   }
 
-  get device(): string {
+  get device(): Device {
     return this.family.device;
   }
 
   /** [B, R, hidden]: the hidden states that predict each response position. */
-  responseHidden(rows: readonly TrainingRow[]): { hidden: Tensor; packed: PackedRows } {
+  responseHidden(rows: readonly PackableRow[]): { hidden: Tensor; packed: PackedRows } {
     const packed = packRows(rows, padTokenOf(this.family));
     return torch.tidy(() => {
       const hidden = this.family.forwardForTraining({
         inputIds: packed.inputIds,
-        attentionMask: packed.attentionMask,
+        attentionMask: packed.padded ? packed.attentionMask : undefined,
         images: rows.map((r) => r.images.map((i) => i.image)),
       });
       return { hidden: hidden.narrow(1, packed.promptWidth - 1, packed.responseWidth), packed };

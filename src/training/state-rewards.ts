@@ -23,7 +23,18 @@ import {
 } from "../rewards/index.ts";
 import type { EpisodeRecord } from "../harness/types.ts";
 import type { TurnScores } from "../rollout/index.ts";
-import type { TrainEnvSpec } from "./config.ts";
+
+/**
+ * What this module reads of a `data.train` / `data.val` entry (config.ts's `TrainEnvSpec`
+ * is one): declared here so config.ts, which runs `prepareStateRewards`, is not imported
+ * back.
+ */
+export interface RewardedEnvSpec {
+  /** Registered env name or import path. */
+  name: string;
+  /** The env's config, `state_reward` block included. */
+  config: Record<string, unknown>;
+}
 
 /** One env spec with its `state_reward` block split off. */
 export interface EnvSpecSetup {
@@ -42,7 +53,7 @@ export type SpecSetups = Record<"train" | "val", Map<string, EnvSpecSetup>>;
  * Every refusal names `<file>: key "data.<split>.<tag>.config.state_reward..."`.
  */
 export async function prepareStateRewards(
-  data: Record<"train" | "val", Record<string, TrainEnvSpec>>,
+  data: Record<"train" | "val", Record<string, RewardedEnvSpec>>,
   file: string,
   createEnv: (name: string, config: Record<string, unknown>) => Promise<Env>,
 ): Promise<SpecSetups> {

@@ -38,6 +38,12 @@ export function responseWidth(rows: readonly TrainingRow[]): number {
   return Math.max(1, ...rows.map((r) => r.responseIds.length));
 }
 
+/** "cuda" and "cuda:0" are one device; "cpu" is "cpu". */
+function sameDevice(a: string, b: string): boolean {
+  const norm = (d: string) => (d.includes(":") ? d : d === "cpu" ? d : `${d}:0`);
+  return norm(a) === norm(b);
+}
+
 export class StepBatch implements Disposable {
   readonly #columns = new Map<ColumnName, Tensor>();
 
@@ -76,16 +82,22 @@ export class StepBatch implements Disposable {
     return this.#columns.get(name);
   }
 
-  /** Adds (or replaces) a column; the batch takes ownership. t: [B, R]. */
+  /**
+   * Adds (or replaces) a column; the batch takes ownership. t: [B, R], on the batch's
+   * device. A tensor the batch already holds under another name (an estimator may return
+   * its advantages as its returns) is stored as a copy, so each column owns its own.
+   */
   set(name: ColumnName, t: Tensor): void {
     const [b, r] = t.shape;
     if (t.shape.length !== 2 || b !== this.size || r !== this.width) {
       throw new Error(`StepBatch column "${name}": expected shape [${this.size}, ${this.width}], got [${t.shape.join(", ")}]`);
     }
-    const kept = t.device === this.device ? t : torch.tidy(() => t.to({ device: this.device as never }));
-    if (kept !== t) t.dispose();
-    this.#columns.get(name)?.dispose();
-    this.#columns.set(name, kept);
+    if (!sameDevice(t.device, this.device)) throw new Error(`StepBatch column "${name}": on ${t.device}, expected the batch's device ${this.device}`);
+    const old = this.#columns.get(name);
+    if (old === t) return;
+    const owned = [...this.#columns].some(([other, held]) => other !== name && held === t) ? t.clone() : t;
+    old?.dispose();
+    this.#columns.set(name, owned);
   }
 
   /** Host columns (one array per row, any length up to the width) as a [B, R] tensor on the batch's device. */

@@ -202,25 +202,16 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
   try {
     const { family } = models.actor;
     stateRewards = new StateRewardScorers(setups, { tokenBytes: family.tokenizer.tokenBytes(), decode: (ids) => family.decode(ids) });
-    await checkResponseFormats(
-      Object.entries(data.train).map(([tag, spec]) => {
-        const setup = setups.train.get(tag)!;
-        const create = rewardedEnvFactory(setup, () => (opts.createEnv ? opts.createEnv({ env: spec.name, config: setup.envConfig, seed: 0 }) : createEnv(spec.name, setup.envConfig)));
-        return { key: `${checked.file}: key "data.train.${tag}"`, create: () => create(undefined) };
-      }),
-      { encode: (text) => models.actor.family.tokenizer.encode(text), decode: (ids) => models.actor.family.decode(ids) },
-    );
+    // One episode of each train spec, at its first seed, checked before the first step.
     const firstItems = new Map<string, DatasetItem>();
     for (const item of datasetItems(data.train, data.base_seed, "data.train")) if (!firstItems.has(item.tag)) firstItems.set(item.tag, item);
-    await checkPromptBudget(
-      [...firstItems.values()].map((item) => {
-        const setup = setups.train.get(item.tag)!;
-        const create = rewardedEnvFactory(setup, () => (opts.createEnv ? opts.createEnv({ env: item.spec.name, config: setup.envConfig, seed: item.seed }) : createEnv(item.spec.name, setup.envConfig)));
-        return { key: `${checked.file}: key "data.train.${item.tag}"`, seed: item.seed, create: () => create(undefined) };
-      }),
-      models.actor.family,
-      data.max_prompt_length,
-    );
+    const probes = [...firstItems.values()].map((item) => {
+      const setup = setups.train.get(item.tag)!;
+      const create = rewardedEnvFactory(setup, () => (opts.createEnv ? opts.createEnv({ env: item.spec.name, config: setup.envConfig, seed: item.seed }) : createEnv(item.spec.name, setup.envConfig)));
+      return { key: `${checked.file}: key "data.train.${item.tag}"`, seed: item.seed, create: () => create(undefined) };
+    });
+    await checkResponseFormats(probes, { encode: (text) => models.actor.family.tokenizer.encode(text), decode: (ids) => models.actor.family.decode(ids) });
+    await checkPromptBudget(probes, models.actor.family, data.max_prompt_length);
     if (resumeState) checkResumeCompatible(checked, resumeState, runIdentity(config, models), previousConfig, emit);
   } catch (err) {
     await disposeModels(models);

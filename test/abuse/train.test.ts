@@ -38,7 +38,7 @@ function checkpointWeightsFinite(dir: string): boolean[] {
   if (!existsSync(root)) return [];
   return readdirSync(root).map((step) => {
     const weights = torch.safetensors.loadSharded(join(root, step, "actor"));
-    const ok = [...weights.values()].every((t) => torch.tidy(() => t.isfinite().all().item()) === 1 || torch.tidy(() => t.isfinite().all().item()) === true);
+    const ok = [...weights.values()].every((t) => Boolean(torch.tidy(() => t.isfinite().all().item())));
     for (const t of weights.values()) t.dispose();
     return ok;
   });

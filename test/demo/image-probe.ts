@@ -11,9 +11,9 @@ import type { RGBImage } from "../../src/core/image.ts";
 import { DEMO_MODEL_SPEC, writeTinyQwenModelDir, type TinyQwenSpec } from "../../src/demo/model-dir.ts";
 import { trainBpeTokenizer } from "../../src/demo/tokenizer.ts";
 import { Conversation, type ConversationRecord } from "../../src/models/conversation.ts";
-import { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
-import { Qwen25VLConversationCodec } from "../../src/models/qwen2_5_vl/conversation-codec.ts";
+import { loadModelFamily } from "../../src/models/index.ts";
 import { trainOnSamples } from "../../src/sft/trainer.ts";
+import { TrainingModel } from "../../src/training/forward.ts";
 
 export function solidImage(size: number, rgb: readonly [number, number, number]): RGBImage {
   const data = new Uint8Array(size * size * 3);
@@ -33,7 +33,7 @@ export function litCellImage(cells: number, cellPx: number, lit: number): RGBIma
 }
 
 export interface Probe {
-  chat: Qwen25VLChatModel;
+  model: TrainingModel;
   samples(cases: readonly { image: RGBImage; answer: string }[]): ConversationRecord[];
   dispose(): void;
 }
@@ -43,22 +43,21 @@ export function makeProbe(answers: readonly string[], spec: TinyQwenSpec = DEMO_
   const root = mkdtempSync(join(tmpdir(), "vagen-image-probe-"));
   const corpus = ["system\nYou are a helpful assistant.\nuser\nassistant\n", ...answers.flatMap((a) => Array<string>(4).fill(a))];
   writeTinyQwenModelDir(join(root, "model"), spec, trainBpeTokenizer(corpus, { maxMerges: 50 }), { seed });
-  const chat = Qwen25VLChatModel.load(join(root, "model"), { device: "cpu", dtype: "f32" });
-  const codec = new Qwen25VLConversationCodec(chat.processor);
-  const imEnd = chat.tokenizer.tokenId("<|im_end|>");
+  const model = new TrainingModel(loadModelFamily(join(root, "model"), { device: "cpu", dtype: "f32" }));
+  const codec = model.family.conversationCodec();
   return {
-    chat,
+    model,
     samples: (cases) =>
       cases.map(({ image, answer }) => {
         const conversation = new Conversation(codec);
         const message: ChatMessage = { role: "user", content: [imagePart(image)] };
         conversation.addMessage(message);
         conversation.beginReply();
-        conversation.addReply({ tokenIds: [...chat.tokenizer.encode(answer), imEnd] });
+        conversation.addReply({ tokenIds: [...model.family.tokenizer.encode(answer), conversation.endOfTurnId()] });
         return conversation.record();
       }),
     dispose: () => {
-      chat.dispose();
+      model.family.dispose();
       rmSync(root, { recursive: true, force: true });
     },
   };
@@ -69,12 +68,10 @@ export function train(probe: Probe, samples: readonly ConversationRecord[], opts
   const accuracy: number[] = [];
   const loss: number[] = [];
   trainOnSamples(
-    probe.chat,
+    probe.model,
     samples,
     {
       seed: opts.seed ?? 0,
-      model_dir: "",
-      output_dir: "",
       optim: { lr: opts.lr, weight_decay: 0, grad_clip: 1.0, warmup_steps: 0, schedule: "constant" },
       train: { epochs: 1_000_000, batch_size: opts.batchSize, micro_batch_size: opts.batchSize, max_steps: opts.steps, save_every_epoch: false, freeze_vision_tower: opts.freezeVision ?? false, label_smoothing: 0, stop_below_loss: 0 },
     },

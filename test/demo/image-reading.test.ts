@@ -39,8 +39,7 @@ test("a padded batch's supervised loss is the sum of its rows' own losses", () =
     { image: litCellImage(4, 28, 5), answer: "B" },
   ]);
   expect(samples[0]!.tokenIds.length).not.toBe(samples[1]!.tokenIds.length);
-  const { chat } = probe;
-  const lossOf = (rows: typeof samples) => torch.tidy(() => batchLoss(chat.model, chat.imageOptions, rows, chat.padTokenId).lossSum.item());
+  const lossOf = (rows: typeof samples) => torch.tidy(() => batchLoss(probe.model, rows).lossSum.item());
   const together = lossOf(samples);
   const apart = lossOf([samples[0]!]) + lossOf([samples[1]!]);
   expect(Math.abs(together - apart) / apart).toBeLessThan(1e-5);

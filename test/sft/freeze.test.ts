@@ -17,20 +17,20 @@ afterAll(() => probes.forEach((p) => p.dispose()));
 function changedAfterTraining(freezeVision: boolean): { vision: string[]; language: string[]; visionTotal: number } {
   const probe = makeProbe(["R", "B"], SPEC);
   probes.push(probe);
-  const before = new Map([...probe.chat.model.weights].map(([name, w]) => [name, torch.noGrad(() => w.clone())]));
+  const before = new Map([...probe.model.weights].map(([name, w]) => [name, torch.noGrad(() => w.clone())]));
   const samples = probe.samples([
     { image: solidImage(56, [230, 20, 20]), answer: "R" },
     { image: solidImage(56, [20, 20, 230]), answer: "B" },
   ]);
   train(probe, samples, { steps: 3, lr: 1e-2, batchSize: 2, freezeVision });
   const changed: string[] = [];
-  for (const [name, w] of probe.chat.model.weights) {
+  for (const [name, w] of probe.model.weights) {
     const old = before.get(name)!;
     if (!torch.noGrad(() => w.equal(old))) changed.push(name);
     old.dispose();
   }
-  const isVision = (name: string) => probe.chat.isVisionWeight(name);
-  return { vision: changed.filter(isVision), language: changed.filter((n) => !isVision(n)), visionTotal: [...probe.chat.model.weights.keys()].filter(isVision).length };
+  const isVision = (name: string) => probe.model.family.isVisionWeight(name);
+  return { vision: changed.filter(isVision), language: changed.filter((n) => !isVision(n)), visionTotal: [...probe.model.weights.keys()].filter(isVision).length };
 }
 
 test("freeze_vision_tower leaves the vision encoder as loaded and trains the language model", () => {

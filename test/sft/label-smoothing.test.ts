@@ -33,8 +33,7 @@ test("batchLoss: e = 0 is the plain NLL, and the loss is affine in e as the form
     { image: solidImage(56, [230, 20, 20]), answer: "R" },
     { image: solidImage(56, [20, 20, 230]), answer: "B" },
   ]);
-  const { chat } = probe;
-  const loss = (e?: number) => torch.noGrad(() => torch.tidy(() => batchLoss(chat.model, chat.imageOptions, samples, chat.padTokenId, e === undefined ? {} : { labelSmoothing: e }).lossSum.item()));
+  const loss = (e?: number) => torch.noGrad(() => torch.tidy(() => batchLoss(probe.model, samples, e === undefined ? {} : { labelSmoothing: e }).lossSum.item()));
   const nll = loss(undefined);
   expect(loss(0)).toBe(nll);
   // L(e) = (1 - e) NLL + e U: U from e = 0.5, then the other points must fall on the line.

@@ -28,7 +28,7 @@ const tokenizer = TextTokenizer.fromDir(FIXTURE_DIR);
 const processor = new Qwen25VLProcessor(tokenizer, ChatTemplate.fromDir(FIXTURE_DIR), DEFAULT_IMAGE_PROCESSOR, 366);
 const codec = new Qwen25VLConversationCodec(processor);
 const IM_END = 362;
-const replies = { encode: (text: string) => tokenizer.encode(text), endOfTurnId: IM_END };
+const replies = { encode: (text: string) => tokenizer.encode(text) };
 
 const dirs: string[] = [];
 const tempDir = () => {

@@ -22,12 +22,10 @@ function run(stopBelowLoss: number, steps: number): SftEvent[] {
     ]);
     const events: SftEvent[] = [];
     trainOnSamples(
-      probe.chat,
+      probe.model,
       samples,
       {
         seed: 0,
-        model_dir: "",
-        output_dir: "",
         optim: { lr: 3e-3, weight_decay: 0, grad_clip: 1.0, warmup_steps: 0, schedule: "constant" },
         train: { epochs: 1_000, batch_size: 2, micro_batch_size: 2, max_steps: steps, save_every_epoch: false, freeze_vision_tower: false, label_smoothing: 0, stop_below_loss: stopBelowLoss },
       },

@@ -11,7 +11,6 @@ import { safetensors } from "../../src/torch/index.ts";
 import { loadModelFamily } from "../../src/models/index.ts";
 import { loadTrainConfig } from "../../src/training/config.ts";
 import { exportCheckpoint } from "../../src/training/export.ts";
-import { familyWeights } from "../../src/training/forward.ts";
 import { runTraining } from "../../src/training/trainer.ts";
 
 const CONFIG = join(import.meta.dir, "digit.yaml");
@@ -27,7 +26,7 @@ describe("vagen export", () => {
       for (const f of ["config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja", "preprocessor_config.json"]) expect(existsSync(join(out, f))).toBe(true);
       const stored = safetensors.load(join(dir, "checkpoints", "step_1", "actor", "model.safetensors"));
       const family = loadModelFamily(out, { device: "cpu", dtype: "f32" });
-      const weights = familyWeights(family);
+      const weights = family.weights;
       expect(result.tensors).toBe(stored.size);
       expect([...weights.keys()].some((k) => k.startsWith("value_head."))).toBe(false);
       for (const name of ["lm_head.weight", "model.layers.1.self_attn.q_proj.weight", "visual.merger.mlp.2.weight"]) {
@@ -35,7 +34,7 @@ describe("vagen export", () => {
       }
       // trained: the policy moved away from the base model
       const base = loadModelFamily(join(import.meta.dir, "../fixtures/qwen2_5_vl_tiny"), { device: "cpu", dtype: "f32" });
-      expect(torch.tidy(() => familyWeights(base).get("lm_head.weight")!.sub(weights.get("lm_head.weight")!).abs().max().item())).toBeGreaterThan(0);
+      expect(torch.tidy(() => base.weights.get("lm_head.weight")!.sub(weights.get("lm_head.weight")!).abs().max().item())).toBeGreaterThan(0);
       for (const t of stored.values()) t.dispose();
       family.dispose();
       base.dispose();

@@ -51,6 +51,18 @@ describe("StepBatch", () => {
     expect(() => batch.get("advantages")).toThrow(/no "advantages" column yet/);
     expect(() => batch.set("advantages", torch.zeros([4, 2]))).toThrow(/expected shape \[4, 3\]/);
   });
+
+  test("a tensor set under two names is owned twice (GRPO returns its advantages as its returns)", () => {
+    const before = torch.liveTensors();
+    const batch = StepBatch.fromRows(rows(), "cpu");
+    const advantages = batch.tensorOf([[1, 2], [3], [4, 5, 6], [7]]);
+    batch.set("advantages", advantages);
+    batch.set("returns", advantages);
+    batch.set("advantages", batch.tensorOf([[0, 0], [0], [0, 0, 0], [0]]));
+    expect(host(batch.get("returns"))).toEqual([1, 2, 0, 3, 0, 0, 4, 5, 6, 7, 0, 0]);
+    batch.dispose();
+    expect(torch.liveTensors()).toBe(before);
+  });
 });
 
 describe("the variance filter", () => {

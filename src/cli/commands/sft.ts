@@ -10,14 +10,14 @@ import { runSft, type SftEvent } from "../../sft/trainer.ts";
 export function register(program: Command): void {
   program
     .command("sft")
-    .description("supervised fine-tuning on trajectories (solver demonstrations or vagen eval outputs); writes model directories")
+    .description("supervised fine-tuning on trajectories (solver demonstrations or vagen eval outputs); writes checkpoints and a model directory (final/)")
     .argument("<config>", "sft config YAML (see examples/sft/)")
     .argument("[overrides...]", "key.path=value overrides, e.g. train.epochs=3 data.solver.episodes=64")
     .option("--json", "print the result as JSON on the last line")
     .action(async (file: string, overrides: string[], opts: { json?: boolean }) => {
       const config = loadSftConfig(file, overrides);
       const result = await runSft(config, (event) => process.stderr.write(`${sftEventLine(event)}\n`));
-      if (opts.json) process.stdout.write(`${JSON.stringify({ model_dir: result.modelDir, steps: result.steps, final_loss: result.finalLoss })}\n`);
+      if (opts.json) process.stdout.write(`${JSON.stringify({ model_dir: result.modelDir, checkpoint: result.checkpoint, steps: result.steps, final_loss: result.finalLoss })}\n`);
       else process.stdout.write(`model: ${result.modelDir}\n`);
     });
 }

@@ -31,6 +31,7 @@ import {
   processImages,
   type ImageProcessorOptions,
 } from "../image-processor.ts";
+import { processImagesCached } from "../patch-cache.ts";
 import type { Prompt, PromptImage } from "../prompt.ts";
 import { readJson, TextTokenizer } from "../tokenizer.ts";
 import { Qwen25VLModel } from "./model.ts";
@@ -193,7 +194,8 @@ export class Qwen25VLChatModel implements ModelFamily {
       throw new VagenError(`training batch: ${batch.inputIds.length} rows of ids but ${batch.images.length} rows of images`);
     }
     const images = batch.images.flat();
-    const processed = images.length > 0 ? processImages(images, this.imageOptions) : undefined;
+    // A training step forwards the same images several times: their patches are made once.
+    const processed = images.length > 0 ? processImagesCached(images, this.imageOptions) : undefined;
     this.checkRowImages(batch, processed?.gridThw ?? []);
     return torch.tidy(() => {
       const out = this.model.forwardBatch(
