@@ -13,7 +13,8 @@
  * Either way the messages are exactly what a harness sends a model, so a policy trained on
  * them is prompted the same way in RL and in evaluation.
  */
-import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
+import * as v from "valibot";
 import { join } from "node:path";
 import type { Env } from "../../envs/_common/types.ts";
 import { FrozenLakeEnv } from "../../envs/frozenlake/env.ts";
@@ -164,15 +165,36 @@ export async function solverEpisodes(config: SolverDataConfig, opts: { seed: num
   return episodes;
 }
 
-/** A message as messages.json holds it (images as PNG paths relative to the episode folder). */
-interface DumpedMessage {
-  role: ChatMessage["role"];
-  content: ({ type: "text"; text: string } | { type: "image"; path: string })[];
+/** messages.json as `vagen eval` writes it (images as PNG paths relative to the episode folder). */
+const DumpedMessages = v.array(
+  v.object({
+    role: v.picklist(["system", "user", "assistant"]),
+    content: v.array(v.union([v.object({ type: v.literal("text"), text: v.string() }), v.object({ type: v.literal("image"), path: v.string() })])),
+  }),
+);
+type DumpedMessage = v.InferOutput<typeof DumpedMessages>[number];
+
+/** A JSON file of an episode folder, checked: garbage is an error naming the file and what is wrong. */
+function readJsonFile<S extends v.GenericSchema>(path: string, schema: S, what: string): v.InferOutput<S> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, "utf8"));
+  } catch (err) {
+    throw new VagenError(`${path}: not valid JSON (${(err as Error).message})`, `expected ${what} as vagen eval writes it; remove or re-run the episode`);
+  }
+  const parsed = v.safeParse(schema, raw);
+  if (!parsed.success) {
+    const issue = parsed.issues[0];
+    const at = issue.path?.map((p) => String(p.key)).join(".") || "(top level)";
+    throw new VagenError(`${path}: at ${at}: ${issue.message}`, `expected ${what} as vagen eval writes it`);
+  }
+  return parsed.output;
 }
 
 /** Every episode folder (`<tag>/seed_<N>/` with messages.json and metrics.json) under `dir`. */
 function evalEpisodeDirs(dir: string): string[] {
   if (!existsSync(dir)) throw new VagenError(`data.eval_dirs: ${dir}: directory not found`, "give folders that vagen eval wrote (its output_dir)");
+  if (!statSync(dir).isDirectory()) throw new VagenError(`data.eval_dirs: ${dir}: a file, expected a directory`, "give folders that vagen eval wrote (its output_dir)");
   const found: string[] = [];
   for (const tag of readdirSync(dir, { withFileTypes: true })) {
     if (!tag.isDirectory()) continue;
@@ -187,8 +209,8 @@ function evalEpisodeDirs(dir: string): string[] {
 /** Read one episode folder written by `vagen eval`. */
 function readEvalEpisode(dir: string): Episode {
   const messagesPath = join(dir, "messages.json");
-  const dumped = JSON.parse(readFileSync(messagesPath, "utf8")) as DumpedMessage[];
-  const metrics = JSON.parse(readFileSync(join(dir, "metrics.json"), "utf8")) as { success?: boolean };
+  const dumped = readJsonFile(messagesPath, DumpedMessages, "a list of chat messages");
+  const metrics = readJsonFile(join(dir, "metrics.json"), v.object({ success: v.optional(v.nullable(v.boolean())) }), "an episode's metrics object");
   const toMessage = (m: DumpedMessage): ChatMessage => ({
     role: m.role,
     content: m.content.map((part): ContentPart => (part.type === "image" ? { type: "image", image: readPng(join(dir, part.path)) } : { type: "text", text: part.text })),

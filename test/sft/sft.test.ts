@@ -176,6 +176,14 @@ describe("episodes", () => {
     const part = first.observations[0]!.content[1]!;
     expect(part.type === "image" && Array.from(part.image.data)).toEqual(Array.from(image.data));
     expect(() => evalEpisodes([join(root, "missing")])).toThrow(VagenError);
+    // a file where a folder is expected, garbage JSON, JSON of the wrong shape: errors naming the file
+    expect(() => evalEpisodes([join(root, "frozenlake", "seed_1", "messages.json")])).toThrow(/messages\.json: a file, expected a directory/);
+    writeFileSync(join(root, "frozenlake", "seed_2", "messages.json"), "{garbage");
+    expect(() => evalEpisodes([root])).toThrow(/seed_2\/messages\.json: not valid JSON/);
+    writeFileSync(join(root, "frozenlake", "seed_2", "messages.json"), JSON.stringify([{ role: "robot", content: "hi" }]));
+    expect(() => evalEpisodes([root])).toThrow(/seed_2\/messages\.json: at 0\.role: /);
+    writeFileSync(join(root, "frozenlake", "seed_2", "messages.json"), "null");
+    expect(() => evalEpisodes([root])).toThrow(/seed_2\/messages\.json: at \(top level\)/);
   });
 });
 
