@@ -26,7 +26,6 @@ import type { SolverDataConfig } from "../sft/config.ts";
 import { checkTrainConfig } from "../training/config.ts";
 import type { TrainEvent } from "../training/events.ts";
 import { runTraining } from "../training/trainer.ts";
-import { registerObservationOnlyHarness } from "./harness.ts";
 import { demoRecipe, sftConfig, trainConfig, type DemoAlgorithm, type DemoRecipe } from "./recipe.ts";
 import { demoTask, writeDemoBaseModel, type DemoEnv, type DemoRender } from "./task.ts";
 
@@ -75,7 +74,6 @@ function demonstrations(solver: SolverDataConfig): string {
 
 export async function runDemo(opts: DemoOptions, onEvent: (event: DemoEvent) => void = () => {}): Promise<DemoSummary> {
   const started = performance.now();
-  registerObservationOnlyHarness();
   const clock = () => (performance.now() - started) / 1000;
   const recipe = { ...demoRecipe(opts.device), ...opts.recipe };
   const task = demoTask(opts.env, opts.render, recipe.frozenLakeBoard);

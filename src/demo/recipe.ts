@@ -1,7 +1,7 @@
 /**
  * The demo's recipe: how big the policy is, how much supervised warm-start it gets, and
  * the RL run after it, per device. Every phase runs the task's harness, observation_only
- * (src/demo/harness.ts: each turn the policy sees the current board alone, no system
+ * (src/harness/observation-only.ts: each turn the policy sees the current board alone, no system
  * prompt, no history), which makes a row per turn; so every estimator here is one that
  * stitches an episode's rows back together (verl's per-row `grpo` and `gae` are refused
  * when episodes span rows). Only GiGPO tells the turns of an episode apart:

@@ -5,7 +5,7 @@
 import { messageText } from "../core/chat.ts";
 import type { SolverDataConfig } from "../sft/config.ts";
 import { solverEpisodes } from "../sft/episodes.ts";
-import { OBSERVATION_ONLY_HARNESS } from "./harness.ts";
+import { OBSERVATION_ONLY_HARNESS } from "../harness/observation-only.ts";
 import { DEMO_MODEL_SPEC, oneTokenPerCell, parameterCount, writeTinyQwenModelDir, type TinyQwenSpec } from "./model-dir.ts";
 import { trainBpeTokenizer } from "./tokenizer.ts";
 

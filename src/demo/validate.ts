@@ -10,7 +10,6 @@ import { EvalConfig } from "../evaluation/config.ts";
 import type { EvalEventListener } from "../evaluation/events.ts";
 import { buildEvalPlan } from "../evaluation/plan.ts";
 import { runEvaluation } from "../evaluation/runner.ts";
-import { registerObservationOnlyHarness } from "./harness.ts";
 import type { DemoTask } from "./task.ts";
 
 export interface ValidationOptions {
@@ -44,7 +43,6 @@ export function validationConfig(task: DemoTask, opts: Omit<ValidationOptions, "
 
 /** Run validation; returns the success rate over the episodes. */
 export async function validate(task: DemoTask, opts: ValidationOptions): Promise<{ successRate: number; episodes: number }> {
-  registerObservationOnlyHarness();
   const config = validationConfig(task, opts);
   const plan = buildEvalPlan(config, "demo validation");
   const client = createClient(config.model);

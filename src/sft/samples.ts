@@ -10,7 +10,7 @@
  * - no_concat: one sample per turn, [system, the observation of that turn] -> reply;
  * - observation_only: one sample per turn, [the observation of that turn] -> reply (no
  *   system prompt, and only the observation's images when it has any: for policies
- *   trained from scratch, see src/demo/harness.ts);
+ *   trained from scratch, see src/harness/observation-only.ts);
  * - concat: one sample per episode, the whole conversation with every reply trained.
  */
 import { imagesOnly } from "../core/chat.ts";

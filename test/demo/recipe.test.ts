@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import * as v from "valibot";
-import { registerObservationOnlyHarness, OBSERVATION_ONLY_HARNESS } from "../../src/demo/harness.ts";
+import { OBSERVATION_ONLY_HARNESS } from "../../src/harness/observation-only.ts";
 import { CPU_RECIPE, CUDA_RECIPE, demoRecipe, sftConfig, trainConfig } from "../../src/demo/recipe.ts";
 import { demoTask } from "../../src/demo/task.ts";
 import { checkSftConfig, SftConfig } from "../../src/sft/config.ts";
@@ -45,7 +45,6 @@ describe("demo recipe", () => {
 
   for (const algorithm of ["gigpo", "grpo", "ppo"] as const) {
     test(`the RL phase (${algorithm}) passes the trainer's checks`, async () => {
-      registerObservationOnlyHarness();
       const checked = checkTrainConfig(trainConfig(task, CPU_RECIPE, { modelDir: "sft", outputDir: "run", seed: 0, device: "cpu", steps: 5, algorithm }), "demo");
       expect(checked.useCritic).toBe(algorithm === "ppo");
       expect(checked.useReference).toBe(false);

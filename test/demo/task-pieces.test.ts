@@ -13,7 +13,7 @@ import { createEngineClient } from "../../src/clients/engine-client.ts";
 import { DEMO_MODEL_SPEC, mropeSection, parameterCount, writeTinyQwenModelDir, type TinyQwenSpec } from "../../src/demo/model-dir.ts";
 import { byteSymbols, QWEN25_VL_SPECIAL_TOKENS, trainBpeTokenizer } from "../../src/demo/tokenizer.ts";
 import { messageText } from "../../src/core/chat.ts";
-import { registerObservationOnlyHarness, OBSERVATION_ONLY_HARNESS } from "../../src/demo/harness.ts";
+import { OBSERVATION_ONLY_HARNESS } from "../../src/harness/observation-only.ts";
 import { createHarness } from "../../src/harness/registry.ts";
 import { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
 import { TextTokenizer } from "../../src/models/tokenizer.ts";
@@ -136,8 +136,6 @@ describe("small Qwen2.5-VL model directory", () => {
 
 describe("observation-only harness", () => {
   test("sends only the current observation, one row per turn", async () => {
-    registerObservationOnlyHarness();
-    registerObservationOnlyHarness(); // idempotent
     const harness = await createHarness(OBSERVATION_ONLY_HARNESS);
     expect(harness.rowPerTurn).toBe(true);
     const env = new FrozenLakeEnv({ render_mode: "text", prompt_format: "no_think", max_actions_per_step: 1 });
@@ -156,7 +154,6 @@ describe("observation-only harness", () => {
   });
 
   test("an image observation is sent as its image alone; a text one keeps its text", async () => {
-    registerObservationOnlyHarness();
     const harness = await createHarness(OBSERVATION_ONLY_HARNESS);
     const client = {
       description: "fixed",

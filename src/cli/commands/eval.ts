@@ -3,6 +3,7 @@
  * Thin: plan the run from the config, build the client, run the plan with a view that
  * draws its events, print the summary table.
  */
+import { existsSync, statSync } from "node:fs";
 import type { Command } from "commander";
 import { createEnv } from "../../../envs/registry.ts";
 import { createClient } from "../../clients/config.ts";
@@ -16,6 +17,7 @@ import { type EvalSummary, formatSummaryTable, summaryWarnings } from "../../eva
 import { startEvalDashboard } from "../../tui/eval-dashboard.ts";
 import { type ImageMode, parseImageMode, resolveImageMode } from "../../tui/image/index.ts";
 import { evalBarRenderer, evalLogRenderer } from "../render/eval-lines.ts";
+import { isTrainRunDir, prepareRunEvaluation } from "./eval-run.ts";
 
 /** Exit status after Ctrl-C, as shells report a SIGINT death (128 + 2). */
 const INTERRUPTED_EXIT = 130;
@@ -24,7 +26,7 @@ export function register(program: Command): void {
   program
     .command("eval")
     .description("evaluate a model (an OpenAI-compatible endpoint, or a model directory in-process) on environments; per-episode dumps + summary")
-    .argument("<config>", "eval config YAML (see examples/eval/)")
+    .argument("<config>", "eval config YAML (see examples/eval/), or a vagen train run folder: its best actor (else newest checkpoint) on its validation envs")
     .argument("[overrides...]", "key.path=value overrides, e.g. envs.sokoban.episodes=4 model.base_url=http://host:8000/v1")
     .option("--no-progress", "plain log lines instead of a progress bar, even on a terminal")
     .option("--no-tui", "a progress bar or log lines instead of the dashboard, even on a terminal")
@@ -43,6 +45,13 @@ function parseImageModeFlag(value: string): ImageMode {
 }
 
 async function evalCommand(file: string, overrides: string[], opts: { progress: boolean; tui: boolean; image: ImageMode }): Promise<void> {
+  if (isTrainRunDir(file)) {
+    const prepared = prepareRunEvaluation(file);
+    process.stderr.write(`eval: ${prepared.weights} on the run's validation envs; config ${prepared.config}\n`);
+    file = prepared.config;
+  } else if (existsSync(file) && statSync(file).isDirectory()) {
+    throw new VagenError(`${file}: a folder, expected an eval config YAML or a folder vagen train wrote (with its config.yaml)`);
+  }
   const plan = await loadEvalPlan(file, overrides);
   // A terminal gets the dashboard; pipes, CI and --no-tui keep the bar or the log lines.
   const dashboard =

@@ -1,5 +1,5 @@
 /**
- * The demo's harness: each turn the policy sees only the current observation, no system
+ * The observation_only harness (`vagen demo`'s; any config or `vagen eval` can name it): each turn the policy sees only the current observation, no system
  * prompt and no history; an observation with images is reduced to its images.
  *
  * The env's system prompt explains the game and the answer format in English: that is
@@ -18,20 +18,16 @@
  * template's default system line).
  */
 import { imagesOnly } from "../core/chat.ts";
-import { defineHarness } from "../harness/loop.ts";
-import { listHarnesses, registerHarness } from "../harness/registry.ts";
+import { defineHarness } from "./loop.ts";
+import type { Harness } from "./types.ts";
 
 export const OBSERVATION_ONLY_HARNESS = "observation_only" as const;
 
-/** Register the harness (once) so configs, the trainer and eval can name it. */
-export function registerObservationOnlyHarness(): void {
-  if (listHarnesses().includes(OBSERVATION_ONLY_HARNESS)) return;
-  registerHarness(OBSERVATION_ONLY_HARNESS, () =>
-    defineHarness({
-      name: OBSERVATION_ONLY_HARNESS,
-      rowPerTurn: true,
-      stopOnSuccess: false,
-      prompt: ({ current }) => [imagesOnly(current)],
-    }),
-  );
+export function observationOnlyHarness(): Harness {
+  return defineHarness({
+    name: OBSERVATION_ONLY_HARNESS,
+    rowPerTurn: true,
+    stopOnSuccess: false,
+    prompt: ({ current }) => [imagesOnly(current)],
+  });
 }
