@@ -6,6 +6,7 @@
 #     torch, or Debian's /usr)
 #   - the JavaScript dependencies, exactly as the lockfile says
 #   - the libtorch shim and the single binary dist/vagen (bun build.ts)
+#   - `vagen` on PATH: a link to dist/vagen in /usr/local/bin (as root), else ~/.local/bin
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,3 +53,16 @@ say "dependencies installed"
 
 # shim + binary
 bun build.ts "$@"
+
+# `vagen` on PATH. Only a missing name or an earlier link is (re)placed: a `vagen` that is
+# some other file is left alone and named.
+link_into() {
+  local dir="$1" link="$1/vagen" target="$PWD/dist/vagen"
+  if [ -e "$link" ] && [ ! -L "$link" ]; then say "$link exists and is not a link: left alone; run $target"; return 0; fi
+  if [ -w "$dir" ] || { [ ! -e "$dir" ] && mkdir -p "$dir" 2>/dev/null; }; then ln -sfn "$target" "$link"; else return 1; fi
+  case ":$PATH:" in
+    *":$dir:"*) say "vagen -> $link (on PATH)" ;;
+    *) say "vagen -> $link; $dir is not on PATH: add it (export PATH=\"$dir:\$PATH\") or run $target" ;;
+  esac
+}
+if [ "$(id -u)" = 0 ]; then link_into /usr/local/bin || link_into "$HOME/.local/bin"; else link_into "$HOME/.local/bin" || say "could not link vagen onto PATH: run $PWD/dist/vagen"; fi
