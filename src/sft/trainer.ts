@@ -33,8 +33,11 @@ import { episodeSamples } from "./samples.ts";
 export type SftEvent =
   /** Trajectories gathered (`successRate` over all of them) and the kept ones turned into samples. */
   | { type: "data"; episodes: number; kept: number; successRate: number; samples: number; trainedTokens: number }
-  /** One optimizer step. `loss` is the mean over the step's trained tokens. */
-  | { type: "step"; step: number; totalSteps: number; epoch: number; loss: number; tokenAccuracy: number; lr: number; gradNorm: number }
+  /**
+   * One optimizer step. `loss` is the mean over the step's trained tokens. `totalSteps` is
+   * the schedule's length; with `mayStopEarly` (train.stop_below_loss) the run may end sooner.
+   */
+  | { type: "step"; step: number; totalSteps: number; mayStopEarly: boolean; epoch: number; loss: number; tokenAccuracy: number; lr: number; gradNorm: number }
   /** A checkpoint (`checkpoints/step_<N>`) was written. */
   | { type: "checkpoint"; step: number; dir: string }
   /** `train.stop_below_loss` was reached: the mean loss of the last steps, and the limit. */
@@ -146,7 +149,7 @@ export function trainOnSamples(
         scheduler.step();
         step++;
         epochLosses.push(loss);
-        onEvent({ type: "step", step, totalSteps, epoch: epoch + 1, loss, tokenAccuracy: accuracy, lr, gradNorm });
+        onEvent({ type: "step", step, totalSteps, mayStopEarly: train.stop_below_loss > 0, epoch: epoch + 1, loss, tokenAccuracy: accuracy, lr, gradNorm });
         if (train.stop_below_loss > 0) {
           recentLosses.push(loss);
           if (recentLosses.length > STOP_LOSS_WINDOW) recentLosses.shift();

@@ -10,7 +10,7 @@
  * checked first (`export-target.ts`): one that holds anything is replaced only with
  * `force`, and the checkpoint or the base model never.
  */
-import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import YAML from "yaml";
 import { VagenError } from "../core/errors.ts";
@@ -37,6 +37,15 @@ const MODEL_FILES = [
 /** The directory holding the actor's safetensors within a checkpoint path. */
 export function actorWeightsDir(checkpoint: string): string {
   const dir = resolve(checkpoint);
+  if (!existsSync(dir)) {
+    const root = dirname(dir);
+    const kept = existsSync(root) && statSync(root).isDirectory() ? readdirSync(root).filter((n) => /^step_\d+$/.test(n)) : [];
+    throw new VagenError(
+      `${checkpoint}: no such checkpoint`,
+      kept.length ? `the run keeps ${kept.sort((a, b) => Number(a.slice(5)) - Number(b.slice(5))).join(", ")} (older ones are pruned by trainer.keep_checkpoints)` : "pass checkpoints/step_<N>, its actor/ folder, or best_actor/",
+    );
+  }
+  if (!statSync(dir).isDirectory()) throw new VagenError(`${checkpoint}: a file, expected a checkpoint folder`, "pass checkpoints/step_<N>, its actor/ folder, or best_actor/");
   if (existsSync(join(dir, "actor"))) return join(dir, "actor");
   if (readdirSync(dir).some((f) => f.endsWith(".safetensors") && f.startsWith("model"))) return dir;
   throw new VagenError(`${checkpoint}: no actor weights here`, "pass checkpoints/step_<N>, its actor/ folder, or best_actor/");

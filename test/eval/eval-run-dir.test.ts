@@ -29,7 +29,7 @@ describe("vagen eval RUN_DIR", () => {
       expect(existsSync(join(run, "eval", "best_actor", "model", "config.json"))).toBe(true);
       const written = YAML.parse(readFileSync(prepared.config, "utf8"));
       expect(written.model.sampling).toEqual({ temperature: 0, top_p: 1 });
-      const plan = await loadEvalPlan(prepared.config);
+      const plan = await loadEvalPlan(prepared.config, []);
       // tiny-cpu's data.val: 2 FrozenLake boards, seeds [10001, 10002]
       expect(plan.episodes.map((e) => e.seed).sort()).toEqual([10001, 10002]);
       expect(plan.episodes.every((e) => e.env.tag === "frozenlake")).toBe(true);

@@ -156,3 +156,26 @@ describe("vagen export's target", () => {
     expect(readdirSync(root).filter((f) => f.startsWith("."))).toEqual([]);
   });
 });
+
+describe("a checkpoint path that is not there", () => {
+  test("a pruned step is one line naming it, with the steps the run keeps", async () => {
+    const { actorWeightsDir } = await import("../../src/training/export.ts");
+    const { mkdirSync, mkdtempSync, writeFileSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const { join } = await import("node:path");
+    const root = join(mkdtempSync(join(tmpdir(), "vagen-pruned-")), "checkpoints");
+    mkdirSync(join(root, "step_3", "actor"), { recursive: true });
+    mkdirSync(join(root, "step_12", "actor"), { recursive: true });
+    let message = "";
+    try {
+      actorWeightsDir(join(root, "step_1"));
+    } catch (err) {
+      message = `${(err as Error).message} | ${(err as { hint?: string }).hint}`;
+    }
+    expect(message).toContain("step_1: no such checkpoint");
+    expect(message).toContain("the run keeps step_3, step_12");
+    expect(message).not.toContain("ENOENT");
+    writeFileSync(join(root, "file"), "x");
+    expect(() => actorWeightsDir(join(root, "file"))).toThrow(/a file, expected a checkpoint folder/);
+  });
+});

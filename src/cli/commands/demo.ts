@@ -6,6 +6,7 @@
  * print the summary (`--json`: as the last line).
  */
 import type { Command } from "commander";
+import * as torch from "../../torch/index.ts";
 import { join } from "node:path";
 import { runDemo, type DemoEvent, type DemoSummary } from "../../demo/demo.ts";
 import { VagenError } from "../../core/errors.ts";
@@ -69,6 +70,17 @@ async function demoCommand(opts: DemoFlags): Promise<number> {
   const render = pick("render", opts.render, ["vision", "text"] as const);
   const algorithm = pick("algorithm", opts.algorithm, ["gigpo", "grpo", "ppo"] as const);
   if (!/^(cpu|cuda(:\d+)?)$/.test(opts.device)) throw new VagenError(`--device: got ${JSON.stringify(opts.device)}, expected cpu, cuda or cuda:N`);
+  // Checked before anything is built or written: no run folder is left behind for a device that is not there.
+  if (opts.device !== "cpu") {
+    const index = opts.device === "cuda" ? 0 : Number(opts.device.slice(5));
+    const count = torch.cuda.deviceCount();
+    if (index >= count) {
+      throw new VagenError(
+        `--device ${opts.device}: ${count === 0 ? "no CUDA device is available (or this libtorch has no CUDA)" : `only ${count} CUDA device(s) (cuda:0..cuda:${count - 1})`}`,
+        "run `vagen doctor` to see what vagen found, or use --device cpu",
+      );
+    }
+  }
   const stamp = new Date().toISOString().replace(/[:.]/g, "-").slice(0, 19);
   const runDir = opts.out ?? join("runs", "demo", `${env}-${render}-${stamp}`);
 
@@ -98,7 +110,10 @@ async function demoCommand(opts: DemoFlags): Promise<number> {
         });
         trainView = dashboard.onEvent;
       }
-      if (!dashboard) say(event.message);
+      if (!dashboard) {
+        say(event.message);
+        if (event.phase === "done") saidSummary = true;
+      }
     } else if (event.type === "sft") {
       // One line per step would flood the terminal for a phase of a minute: every tenth, and the rest.
       if (event.event.type !== "step" || event.event.step % 10 === 0 || event.event.step === event.event.totalSteps) say(sftEventLine(event.event));
@@ -107,6 +122,7 @@ async function demoCommand(opts: DemoFlags): Promise<number> {
     }
   };
 
+  let saidSummary = false;
   let summary: DemoSummary;
   try {
     summary = await runDemo({ env, render, algorithm, steps: opts.steps, seed: opts.seed, device: opts.device, runDir, signal: controller.signal }, onEvent);
@@ -114,7 +130,8 @@ async function demoCommand(opts: DemoFlags): Promise<number> {
     await dashboard?.close();
     process.off("SIGINT", onSigint);
   }
-  say(`success on held-out boards: ${summary.sft_success_rate.toFixed(2)} after sft -> ${summary.final_success_rate.toFixed(2)} after rl, ${summary.seconds.toFixed(0)} s`);
+  // The dashboard took the run's last line; say it once it has given the terminal back.
+  if (!saidSummary) say(`success on held-out boards: ${summary.sft_success_rate.toFixed(2)} after sft -> ${summary.final_success_rate.toFixed(2)} after rl, ${summary.seconds.toFixed(0)} s`);
   say(`run directory: ${summary.run_dir} (vagen monitor ${summary.run_dir}; the supervised policy is ${join(summary.run_dir, "sft", "final")})`);
   if (opts.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
   return 0;

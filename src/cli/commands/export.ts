@@ -13,7 +13,7 @@ export function register(program: Command): void {
     .command("export")
     .description("write a training checkpoint's actor as a Hugging Face model directory")
     .argument("<checkpoint>", "checkpoints/step_<N>, its actor/ folder, or best_actor/ of a vagen train run")
-    .requiredOption("--out <dir>", "the model directory to write (new or empty)")
+    .requiredOption("--out <dir>", "(required) the model directory to write (new or empty)")
     .option("--base <model_dir>", "the base model directory (default: the run's model.model_dir)")
     .option("--dtype <dtype>", "convert the weights: f32, bf16 or f16 (default: as trained)")
     .option("--force", "replace --out even if it is a file or a non-empty directory (never the checkpoint or the base model)")

@@ -74,6 +74,8 @@ export function register(program: Command): void {
       // Loaded here, not at startup: commands that never touch tensors must not need libtorch.
       const { describePlan, loadEngine } = await import("../../engine/load.ts");
       const { startServer } = await import("../../serve/server.ts");
+      // Loading the weights (and on CUDA, capturing graphs) takes seconds: say so before the wait.
+      process.stderr.write(`vagen serve: loading ${modelDir} ...\n`);
       const loaded = loadEngine(modelDir, {
         device: flags.device,
         dtype: flags.dtype as (typeof DTYPES)[number] | undefined,

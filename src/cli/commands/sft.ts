@@ -28,7 +28,7 @@ export function sftEventLine(event: SftEvent): string {
     case "data":
       return `sft: ${event.episodes} episodes (success ${event.successRate.toFixed(2)}), ${event.kept} kept -> ${event.samples} samples, ${event.trainedTokens} trained tokens`;
     case "step":
-      return `sft step ${event.step}/${event.totalSteps} (epoch ${event.epoch}): loss ${event.loss.toFixed(4)}, token accuracy ${event.tokenAccuracy.toFixed(3)}, lr ${event.lr.toExponential(2)}, grad norm ${event.gradNorm.toFixed(3)}`;
+      return `sft step ${event.step}/${event.mayStopEarly ? "up to " : ""}${event.totalSteps} (epoch ${event.epoch}): loss ${event.loss.toFixed(4)}, token accuracy ${event.tokenAccuracy.toFixed(3)}, lr ${event.lr.toExponential(2)}, grad norm ${event.gradNorm.toFixed(3)}`;
     case "checkpoint":
       return `sft checkpoint: ${event.dir}`;
     case "stopped_early":
