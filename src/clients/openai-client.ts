@@ -38,6 +38,11 @@ export interface OpenAIClientOptions {
   env?: Record<string, string | undefined>;
 }
 
+/** A connection the server refused or that never opened (Bun's and Node's fetch messages). */
+const UNREACHABLE = /unable to connect|ECONNREFUSED|connection refused|ConnectionRefused|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|failed to connect/i;
+/** Requests that retried to the end against an unreachable server before the rest stop retrying. */
+const UNREACHABLE_REQUESTS_BEFORE_FAIL_FAST = 2;
+
 export interface RetryEvent {
   retry: number;
   delayMs: number;
@@ -51,6 +56,13 @@ export class OpenAICompatibleClient implements InferenceClient {
   private readonly apiKey: string | undefined;
   private readonly policy: RetryPolicy;
   private readonly gate: RequestGate;
+  /**
+   * Requests in a row that gave up on a server that could not be reached. Once a few have
+   * (the first episodes of an eval all failing), a connection failure is not retried any
+   * more: a server that is down stays down for the run, and seven tries per episode only
+   * make the run slow to say so. Any answer from the server resets it.
+   */
+  #unreachableStreak = 0;
 
   constructor(private readonly options: OpenAIClientOptions) {
     this.url = `${options.baseUrl.replace(/\/+$/, "")}/chat/completions`;
@@ -68,13 +80,22 @@ export class OpenAICompatibleClient implements InferenceClient {
     for (let retry = 0; ; retry++) {
       let failure: InferenceError;
       try {
-        return await this.attempt(body, signal);
+        const completion = await this.attempt(body, signal);
+        this.#unreachableStreak = 0;
+        return completion;
       } catch (err) {
         if (isAbortError(err)) throw err;
         if (!(err instanceof InferenceError)) throw err;
         failure = err;
       }
-      if (!failure.retryable || retry >= this.policy.maxRetries) {
+      const unreachable = failure.status === undefined && UNREACHABLE.test(failure.message);
+      if (failure.status !== undefined) this.#unreachableStreak = 0;
+      const givenUp = unreachable && this.#unreachableStreak >= UNREACHABLE_REQUESTS_BEFORE_FAIL_FAST;
+      if (!failure.retryable || retry >= this.policy.maxRetries || givenUp) {
+        if (unreachable) this.#unreachableStreak++;
+        if (givenUp) {
+          throw new InferenceError(`${failure.message} (${this.#unreachableStreak} requests in a row could not reach the server: not retrying)`, false, undefined, undefined, failure.hint);
+        }
         if (failure.retryable) {
           throw new InferenceError(`${failure.message} (gave up after ${retry + 1} attempts)`, false, failure.status, undefined, failure.hint);
         }

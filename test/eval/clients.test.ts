@@ -193,6 +193,21 @@ describe("OpenAI-compatible HTTP client", () => {
     expect(err.hint).toContain("base_url");
   });
 
+  test("a server that stays unreachable: the first requests retry to the end, the later ones fail at once", async () => {
+    serve({});
+    const baseUrl = server!.baseUrl;
+    await server!.stop();
+    server = undefined;
+    const retries: number[] = [];
+    const c = new OpenAICompatibleClient({ baseUrl, model: "m", timeoutMs: 500, maxConcurrency: 1, retry: { ...fastRetry, maxRetries: 3 }, onRetry: (e) => retries.push(e.retry) });
+    for (let i = 0; i < 2; i++) expect((await c.create(hello, {}).catch((e) => e)).message).toContain("gave up after 4 attempts");
+    expect(retries.length).toBe(6);
+    const third = await c.create(hello, {}).catch((e) => e);
+    expect(third).toBeInstanceOf(InferenceError);
+    expect(third.message).toContain("3 requests in a row could not reach the server: not retrying");
+    expect(retries.length).toBe(6);
+  });
+
   test("sends the key from the named env var and never puts it in an error, even when the server echoes it", async () => {
     const secret = "sk-test-1234567890";
     server = startFakeOpenAIServer({ answer: () => "", fault: () => ({ status: 401, body: `Incorrect API key provided: ${secret}` }) });
