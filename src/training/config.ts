@@ -54,6 +54,7 @@ import {
 } from "../algorithms/index.ts";
 import { EngineSettings } from "../engine/index.ts";
 import { createHarness, isImportPath as isHarnessImportPath } from "../harness/registry.ts";
+import { HuggingFaceHubSection, loggerTrainerEntries } from "./loggers/schema.ts";
 
 const positiveInt = (what: string) => v.pipe(v.number(), v.integer(`${what}: an integer`), v.minValue(1, `${what} >= 1`));
 const nonNegativeInt = (what: string) => v.pipe(v.number(), v.integer(`${what}: an integer`), v.minValue(0, `${what} >= 0`));
@@ -251,7 +252,8 @@ export const TrainerSection = v.strictObject({
   seed: v.optional(integer, 1),
   /** End the run when a phase makes no progress for this long (seconds; 0: never). */
   watchdog_s: v.optional(nonNegative, 1800),
-  tensorboard: v.optional(v.boolean(), true),
+  /** logger, tensorboard, project_name, experiment_name, log_image, ... (docs/logging.md). */
+  ...loggerTrainerEntries,
   /** Stop the run after this many steps in a row whose update met a non-finite loss or gradient. */
   max_nonfinite_steps: v.optional(positiveInt("max_nonfinite_steps"), 3),
   /** Resume even when the config changed what the checkpoint holds (model, dtype, critic). */
@@ -267,6 +269,7 @@ export const TrainConfig = v.strictObject({
   critic: v.optional(CriticSection, {}),
   filter: v.optional(FilterSection, {}),
   trainer: TrainerSection,
+  huggingface_hub: v.optional(HuggingFaceHubSection, {}),
 });
 export type TrainConfig = v.InferOutput<typeof TrainConfig>;
 
@@ -352,6 +355,14 @@ export function checkTrainConfig(config: TrainConfig, file = "train config", sou
   const trainItems = Object.values(data.train).reduce((s, e) => s + e.n_envs, 0);
   if (trainItems < data.train_batch_size) {
     throw new VagenError(`${key("data.train_batch_size")}: got ${data.train_batch_size}, expected at most the ${trainItems} env instance(s) of data.train`);
+  }
+  // VAGEN's rule: an upload is of a checkpoint, so it falls on a checkpoint step.
+  const hfFreq = config.huggingface_hub.hf_save_freq;
+  if (hfFreq !== null && (trainer.save_freq === 0 || hfFreq % trainer.save_freq !== 0)) {
+    throw new VagenError(
+      `${key("huggingface_hub.hf_save_freq")}: got ${hfFreq}, expected a multiple of trainer.save_freq (${trainer.save_freq})${trainer.save_freq === 0 ? ", which must be > 0" : ""}`,
+      "an upload exports the checkpoint of its step; set trainer.save_freq to a divisor of hf_save_freq",
+    );
   }
   const useReference = actor.use_kl_loss || algorithm.use_kl_in_reward;
   return { config, estimator, useCritic, useReference, file };

@@ -71,10 +71,10 @@ import {
 import { checkResponseFormats } from "./preflight.ts";
 import { checkPromptBudget } from "./prompt-budget.ts";
 import { checkRewards, noRowsError, rollout, type Rollout } from "./rollout-phase.ts";
+import { openRunLoggers, planLoggers } from "./loggers/index.ts";
 import { acquireRunLock } from "./run-lock.ts";
 import { prepareStateRewards, rewardedEnvFactory, StateRewardScorers } from "./state-rewards.ts";
 import { StepBatch } from "./step-batch.ts";
-import { TensorBoardWriter } from "./tensorboard.ts";
 import { updateActor, updateCritic } from "./update.ts";
 import { Watchdog } from "./watchdog.ts";
 
@@ -194,6 +194,8 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
   const makeEnv = (name: string, envConfig: Record<string, unknown>) =>
     opts.createEnv ? opts.createEnv({ env: name, config: envConfig, seed: 0 }) : createEnv(name, envConfig);
   const setups = await prepareStateRewards(data, checked.file, makeEnv);
+  // W&B's key and the Hub's token are checked here, before any model loads.
+  const loggerPlan = planLoggers(checked);
 
   torch.manualSeed(trainer.seed);
   const harness = await createHarness(trainer.harness);
@@ -251,7 +253,7 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
   }
 
   const metricsLog = new MetricsLog(outputDir, resumeFrom ? startStep : undefined);
-  const tensorboard = trainer.tensorboard ? new TensorBoardWriter(join(outputDir, "tensorboard")) : undefined;
+  const loggers = openRunLoggers(loggerPlan, { resumed: resumeFrom !== undefined, emit });
   const watchdog = new Watchdog(trainer.watchdog_s);
   const ctx = { config, harness, client: models.client, setups, stateRewards, createEnv: opts.createEnv, signal: opts.signal };
   const interrupted = () => opts.signal?.aborted === true;
@@ -299,6 +301,7 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
     const t0 = performance.now();
     lastCheckpoint = saveCheckpoint(ckptRoot, parts(), state(step), trainer.keep_checkpoints);
     emit({ type: "checkpoint_saved", step, path: lastCheckpoint, seconds: (performance.now() - t0) / 1000, bestActor: false });
+    loggers.checkpointSaved(step, lastCheckpoint);
   };
 
   /** A validation pass; undefined when an interrupt cut it short (nothing of it counts). */
@@ -343,6 +346,7 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
       const path = saveBestActor(outputDir, models.actor.weights);
       emit({ type: "checkpoint_saved", step, path, seconds: (performance.now() - t0) / 1000, bestActor: true });
     }
+    loggers.validation(step, ran, val.tags);
     emit({ type: "validation", step, metrics, meanReward, best });
     return metrics;
   };
@@ -356,7 +360,7 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
       if (metrics === undefined) reason = "interrupted";
       else if (Object.keys(metrics).length) {
         metricsLog.append(0, metrics);
-        tensorboard?.scalars(0, metrics);
+        loggers.scalars(0, metrics);
       }
     }
     const lastStep = opts.maxStepsThisRun === undefined ? trainer.total_steps : Math.min(trainer.total_steps, startStep + opts.maxStepsThisRun);
@@ -524,8 +528,9 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
       metrics["timing_s/step"] = stepSeconds;
       metrics["perf/generation_share"] = (timer.timings["timing_s/gen"] ?? 0) / stepSeconds;
       step = current;
+      Object.assign(metrics, loggers.metrics());
       metricsLog.append(step, metrics);
-      tensorboard?.scalars(step, metrics);
+      loggers.scalars(step, metrics);
       emit({ type: "metrics", step, metrics });
 
       // ---- checkpoint ----
@@ -537,10 +542,12 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
     }
     if (reason === "completed" && step < trainer.total_steps) reason = "stopped";
     if (reason === "interrupted" && step > startStep && !lastCheckpoint?.endsWith(`step_${step}`)) checkpoint(step);
+    await loggers.close(step, reason === "interrupted" ? 255 : 0);
     emit({ type: "run_finished", step, reason: reason === "interrupted" ? "interrupted" : "completed", ...(lastCheckpoint ? { checkpoint: lastCheckpoint } : {}) });
     return { step, reason, checkpoint: lastCheckpoint, outputDir };
   } catch (err) {
     const watchdogEnd = err instanceof VagenError && err.message.startsWith("watchdog:");
+    await loggers.close(step, 1);
     emit({ type: "run_finished", step, failedStep: step + 1, reason: watchdogEnd ? "watchdog" : "failed", error: (err as Error).message, ...(lastCheckpoint ? { checkpoint: lastCheckpoint } : {}) });
     throw err;
   } finally {
