@@ -33,6 +33,7 @@ import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
 import { createKlController, type KlController } from "../algorithms/index.ts";
 import { redactSecrets } from "../config/index.ts";
+import { writeRunPlots } from "../core/plot/index.ts";
 import { VagenError } from "../core/errors.ts";
 import { Rng } from "../core/rng.ts";
 import type { Env } from "../../envs/_common/types.ts";
@@ -542,6 +543,14 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
     }
     if (reason === "completed" && step < trainer.total_steps) reason = "stopped";
     if (reason === "interrupted" && step > startStep && !lastCheckpoint?.endsWith(`step_${step}`)) checkpoint(step);
+    if (step > 0) {
+      // The learning curves as a picture beside the metrics (also `vagen monitor RUN --png`).
+      try {
+        writeRunPlots(outputDir, join(outputDir, "plots.png"), { title: outputDir });
+      } catch (err) {
+        emit({ type: "warning", step, code: "plots", message: `could not draw ${join(outputDir, "plots.png")}: ${(err as Error).message}` });
+      }
+    }
     await loggers.close(step, reason === "interrupted" ? 255 : 0);
     emit({ type: "run_finished", step, reason: reason === "interrupted" ? "interrupted" : "completed", ...(lastCheckpoint ? { checkpoint: lastCheckpoint } : {}) });
     return { step, reason, checkpoint: lastCheckpoint, outputDir };

@@ -76,14 +76,22 @@ export function brailleChart(values: readonly number[], width: number, height: n
   return bits.map((line) => line.map((b) => String.fromCharCode(BRAILLE_BLANK + b)).join(""));
 }
 
-/** One-row summary of a series with eight bar heights, for tight spaces. */
+/**
+ * One-row summary of a whole series with eight bar heights, for tight spaces: a series
+ * longer than `width` is cut into `width` consecutive buckets, each drawn at the mean of
+ * its finite values (a bucket with none is a blank), so the row always spans every value,
+ * the same span as the series' min and max.
+ */
 export function sparkline(values: readonly number[], width: number): string {
   const bars = "▁▂▃▄▅▆▇█";
-  const recent = values.slice(-Math.max(1, Math.floor(width)));
-  const scale = seriesRange(recent);
+  const cells = Math.max(1, Math.floor(width));
+  const buckets = values.length <= cells ? values.map((v) => [v]) : Array.from({ length: cells }, (_, i) => values.slice(Math.floor((i * values.length) / cells), Math.floor(((i + 1) * values.length) / cells)));
+  const means = buckets.map((bucket) => {
+    const finite = bucket.filter(Number.isFinite);
+    return finite.length === 0 ? Number.NaN : finite.reduce((a, b) => a + b, 0) / finite.length;
+  });
+  const scale = seriesRange(means);
   if (!scale) return "";
   const span = scale.max - scale.min;
-  return recent
-    .map((v) => (Number.isFinite(v) ? bars[span === 0 ? 3 : Math.round(((v - scale.min) / span) * (bars.length - 1))] : " "))
-    .join("");
+  return means.map((v) => (Number.isFinite(v) ? bars[span === 0 ? 3 : Math.round(((v - scale.min) / span) * (bars.length - 1))] : " ")).join("");
 }

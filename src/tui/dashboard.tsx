@@ -59,37 +59,84 @@ function useTerminalSize(fixed?: { columns: number; rows: number }): { columns: 
   return fixed ?? size;
 }
 
-function Header({ state, title, pane, width }: { state: DashboardState; title: string; pane: Pane; width: number }) {
-  let progress = "";
+/** Below this width the pane tabs name only the pane shown (`1 overview 2 3`), so the progress keeps its room. */
+const FULL_TABS_WIDTH = 100;
+
+/** The pane tabs as text, each with the pane it names. */
+export function paneTabs(pane: Pane, width: number): { pane: Pane; text: string }[] {
+  return PANES.map((p, i) => ({ pane: p, text: p === pane || width >= FULL_TABS_WIDTH ? ` ${i + 1} ${p} ` : ` ${i + 1} ` }));
+}
+
+/** The progress part of the header, its bar `bar` cells wide. */
+function progressText(state: DashboardState, bar: number): string {
+  const end = state.finished ? " finished" : "";
   if (state.kind === "train") {
     const eta = stepEta(state);
     const pct = state.totalSteps ? ` ${Math.floor((state.step / state.totalSteps) * 100)}%` : "";
-    progress = `step ${state.step}${state.totalSteps ? `/${state.totalSteps}` : ""} ${progressBar(state.step, state.totalSteps, Math.max(10, width - 70))}${pct}${eta !== undefined ? ` ETA ${formatDuration(eta)}` : ""}`;
-  } else if (state.kind === "eval") {
+    // Without a total there is nothing for a bar to fill.
+    const drawn = state.totalSteps ? ` ${progressBar(state.step, state.totalSteps, bar)}` : "";
+    return `step ${state.step}${state.totalSteps ? `/${state.totalSteps}` : ""}${drawn}${pct}${eta !== undefined ? ` ETA ${formatDuration(eta)}` : ""}${end}`;
+  }
+  if (state.kind === "eval") {
+    if (state.starting && state.evalEnvs.length === 0) return "starting";
     const done = state.evalEnvs.reduce((n, e) => n + e.done, 0);
     const planned = state.evalEnvs.reduce((n, e) => n + e.planned, 0);
     const elapsed = state.startedAt !== undefined ? (state.now - state.startedAt) / 1000 : 0;
-    progress = `episodes ${done}/${planned} ${progressBar(done, planned, Math.max(10, width - 70))}${elapsed > 0 ? ` ${formatDuration(elapsed)}` : ""}`;
+    return `episodes ${done}/${planned} ${progressBar(done, planned, bar)}${elapsed > 0 ? ` ${formatDuration(elapsed)}` : ""}${end}`;
   }
+  return "";
+}
+
+/**
+ * The title, the run's progress and the pane tabs on one line. The progress (step, bar,
+ * ETA) is laid out first and the title is cut to what is left, so at 80 columns the step
+ * and its bar are always there however long the run's name is.
+ */
+export function headerParts(state: DashboardState, title: string, pane: Pane, width: number): { title: string; progress: string; tabs: { pane: Pane; text: string }[] } {
+  const tabs = paneTabs(pane, width);
+  const room = width - tabs.reduce((n, t) => n + t.text.length, 0) - 1;
+  const fixed = progressText(state, 0).length;
+  const bar = Math.max(10, Math.min(40, room - fixed - title.length - 1));
+  const progress = progressText(state, bar);
+  return { title: truncate(title, Math.max(0, room - progress.length - 1)), progress, tabs };
+}
+
+function Header({ state, title, pane, width }: { state: DashboardState; title: string; pane: Pane; width: number }) {
+  const parts = headerParts(state, title, pane, width);
   return (
     <Box width={width} justifyContent="space-between">
       <Box flexShrink={1} overflow="hidden">
         <Text wrap="truncate">
           <Text bold color="magenta">
-            {title}
-          </Text>{" "}
-          {progress}
+            {parts.title}
+          </Text>
+          {parts.title && parts.progress ? " " : ""}
+          {parts.progress}
         </Text>
       </Box>
       <Box flexShrink={0}>
         <Text>
-        {PANES.map((p, i) => (
-          <Text key={p} inverse={p === pane} dimColor={p !== pane}>
-            {` ${i + 1} ${p} `}
-          </Text>
-        ))}
+          {parts.tabs.map((t) => (
+            <Text key={t.pane} inverse={t.pane === pane} dimColor={t.pane !== pane}>
+              {t.text}
+            </Text>
+          ))}
         </Text>
       </Box>
+    </Box>
+  );
+}
+
+/** The body of a view whose run directory holds nothing recognisable yet. */
+function NothingYet({ state, width }: { state: DashboardState; width: number }) {
+  return (
+    <Box flexDirection="column" width={width}>
+      <Text dimColor wrap="truncate">
+        {state.starting ?? `nothing recognisable in ${state.outputDir ?? "the run directory"} yet`}
+      </Text>
+      <Text dimColor wrap="truncate">
+        waiting for a training run's metrics.jsonl or rollouts/, or an eval run's config.yaml
+      </Text>
     </Box>
   );
 }
@@ -153,6 +200,8 @@ export function Dashboard({ store, title, size, onQuit, onInterrupt, initialPane
       <Details state={state} width={width} height={bodyHeight} offset={detailsOffset} />
     ) : state.kind === "eval" ? (
       <EvalOverview state={state} width={width} height={bodyHeight} />
+    ) : state.kind === "unknown" && Object.keys(state.series).length === 0 ? (
+      <NothingYet state={state} width={width} />
     ) : (
       <TrainOverview state={state} width={width} height={bodyHeight} />
     );

@@ -24,6 +24,8 @@ export interface EvalDashboard {
 
 export function startEvalDashboard(options: EvalDashboardOptions): EvalDashboard {
   const store = new DashboardStore();
+  // Until the runner's first event (after the model has loaded) the view says what it waits for.
+  store.dispatch({ type: "starting", kind: "eval", message: `starting: setting up the model and the envs for ${options.episodes.length} episode(s)` });
   const live = startLiveDashboard({
     store,
     title: "vagen eval",

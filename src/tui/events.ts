@@ -27,6 +27,13 @@ export type ViewEvent =
   /** An episode ready for the viewer (a rollout of `step`, or an eval episode). */
   | { type: "episode_loaded"; episode: EpisodeView }
   /** A line worth showing that is not a warning (resume notes, retries, stops). */
-  | { type: "note"; message: string };
+  | { type: "note"; message: string }
+  /**
+   * A live view is up before its run has started (a model loading takes seconds): the
+   * kind of run, and what it is doing meanwhile. Cleared by run_started / eval_started.
+   */
+  | { type: "starting"; kind: "train" | "eval"; message: string }
+  /** A checkpoint folder seen before is gone (pruned by keep_checkpoints, or deleted). */
+  | { type: "checkpoint_removed"; path: string };
 
 export type DashboardEvent = TrainEvent | EvalViewEvent | ViewEvent;

@@ -11,7 +11,8 @@
  *   `summary.json` (src/evaluation/layout.ts).
  *
  * Files are read incrementally: metrics.jsonl from where the last poll stopped (a line
- * still being written waits for its newline), episode folders once each (they appear
+ * still being written waits for its newline; Python's bare `NaN` / `Infinity` are read as
+ * missing values rather than making the line unreadable), episode folders once each (they appear
  * whole: outputs are renamed into place).
  *
  * The files may be anything (a crashed writer, a copied fragment, junk): a line that is
@@ -24,6 +25,7 @@
 import { closeSync, existsSync, openSync, readFileSync, readSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
+import { parseMetricsJson } from "../core/plot/metrics-file.ts";
 import type { DashboardEvent } from "./events.ts";
 import { loadEpisode } from "./episode.ts";
 import { printable, printableLine } from "./printable.ts";
@@ -43,7 +45,7 @@ const QUOTED_CHARS = 60;
 function parseMetricsLine(line: string): { problem: string } | { record: Record<string, unknown>; step: number } {
   let value: unknown;
   try {
-    value = JSON.parse(line);
+    value = parseMetricsJson(line);
   } catch {
     return { problem: `not JSON: ${printableLine(line.slice(0, QUOTED_CHARS))}` };
   }
@@ -102,9 +104,15 @@ function totalStepsOf(config: Record<string, unknown> | undefined): number | und
   return typeof value === "number" ? value : undefined;
 }
 
-/** Mean of the `val/<env>/reward`-like entries: what a validation's headline number is. */
+/**
+ * A validation's headline number: the mean of its `val/<env>/mean_reward` entries, as the
+ * trainer computes it (and picks best_actor by); for runs of other trainers, the mean of
+ * any `val/...reward...` entry.
+ */
 function meanValidationReward(metrics: Record<string, number>): number {
-  const rewards = Object.entries(metrics).filter(([k]) => /^val\/.*reward/.test(k)).map(([, v]) => v);
+  const entries = Object.entries(metrics);
+  const perEnv = entries.filter(([k]) => /^val\/[^/]+\/mean_reward$/.test(k));
+  const rewards = (perEnv.length > 0 ? perEnv : entries.filter(([k]) => /^val\/.*reward/.test(k))).map(([, v]) => v);
   return rewards.length === 0 ? Number.NaN : rewards.reduce((a, b) => a + b, 0) / rewards.length;
 }
 
@@ -129,6 +137,8 @@ export class RunDirReader {
   /** The newest resumable checkpoint seen (highest step), for the finished run's event. */
   private lastCheckpoint: { step: number; path: string } | undefined;
   private readonly seen = new Set<string>();
+  /** Checkpoint folders reported so far (path -> its printable form). */
+  private readonly checkpoints = new Map<string, string>();
   private evalFinished = false;
   private trainFinished = false;
   private isGone = false;
@@ -317,19 +327,36 @@ export class RunDirReader {
     events.push({ type: "warning", step: 0, code: "run_dir", message });
   }
 
+  /**
+   * Checkpoint folders that appeared since the last poll, and those reported before that
+   * are gone (the trainer keeps only the newest `keep_checkpoints`).
+   */
   private newCheckpoints(): DashboardEvent[] {
     const root = join(this.dir, "checkpoints");
     const events: DashboardEvent[] = [];
-    for (const name of listDirs(root).sort()) {
+    const names = listDirs(root).sort();
+    const present = new Set(names.map((name) => join(root, name)));
+    for (const [path, shown] of this.checkpoints) {
+      if (present.has(path)) continue;
+      this.checkpoints.delete(path);
+      events.push({ type: "checkpoint_removed", path: shown });
+    }
+    for (const name of names) {
       const path = join(root, name);
-      if (this.seen.has(path)) continue;
+      if (this.checkpoints.has(path)) continue;
       const step = stepOf(name);
       const bestActor = name.includes("best");
       if (step === undefined && !bestActor) continue;
-      this.seen.add(path);
-      if (step !== undefined && !bestActor && step >= (this.lastCheckpoint?.step ?? -1)) this.lastCheckpoint = { step, path: printable(path) };
+      this.checkpoints.set(path, printable(path));
       events.push({ type: "checkpoint_saved", step: step ?? 0, path: printable(path), seconds: 0, bestActor });
     }
+    // The newest resumable one, for the finished run's event.
+    const resumable = [...this.checkpoints].flatMap(([path, shown]) => {
+      const name = path.slice(root.length + 1);
+      const step = stepOf(name);
+      return step !== undefined && !name.includes("best") ? [{ step, path: shown }] : [];
+    });
+    this.lastCheckpoint = resumable.sort((a, b) => a.step - b.step).pop();
     return events;
   }
 

@@ -56,6 +56,8 @@ export interface DashboardState {
   phase?: PhaseState;
   series: Record<string, Series>;
   validation?: { step: number; metrics: Record<string, number>; meanReward?: number; best?: boolean };
+  /** Every validation's mean reward over the run (the last one's table is `validation`). */
+  validations: Series;
   checkpoints: { step: number; path: string; bestActor: boolean }[];
   /** Episodes of the current step's rollout: finished, succeeded. */
   rolloutEpisodes: { step: number; done: number; successes: number; rewardSum: number };
@@ -68,6 +70,13 @@ export interface DashboardState {
   warnings: Notice[];
   notes: string[];
   finished?: { reason: string; error?: string; checkpoint?: string };
+  /** What a live view waits for before its run has started (see the `starting` event). */
+  starting?: string;
+  /**
+   * Where the state comes from: the run's own events ("live") or its files
+   * (`vagen monitor`), which record steps but not the phase in flight.
+   */
+  source: "live" | "files";
 }
 
 /** Episodes kept for the viewer; older ones drop off the front. */
@@ -84,6 +93,7 @@ export function initialState(now = 0): DashboardState {
     startStep: 0,
     stepSeconds: [],
     series: {},
+    validations: { steps: [], values: [] },
     checkpoints: [],
     rolloutEpisodes: { step: 0, done: 0, successes: 0, rewardSum: 0 },
     evalEnvs: [],
@@ -92,6 +102,7 @@ export function initialState(now = 0): DashboardState {
     episodes: [],
     warnings: [],
     notes: [],
+    source: "live",
   };
 }
 
@@ -100,14 +111,18 @@ function appendSeries(series: Record<string, Series>, step: number, metrics: Rec
   for (const [key, value] of Object.entries(metrics)) {
     if (typeof value !== "number" || key === "step") continue;
     // Own keys only: a metric named "constructor" or "toString" is a metric, not Object's.
-    const old = Object.hasOwn(next, key) ? next[key]! : { steps: [], values: [] };
-    const last = old.steps.length - 1;
     // A step reported again (a resumed run, a re-read file) replaces its value.
-    if (last >= 0 && old.steps[last] === step) next[key] = { steps: old.steps, values: [...old.values.slice(0, last), value] };
-    else if (last >= 0 && old.steps[last]! > step) continue;
-    else next[key] = { steps: [...old.steps, step], values: [...old.values, value] };
+    next[key] = appendPoint(Object.hasOwn(next, key) ? next[key]! : { steps: [], values: [] }, step, value);
   }
   return next;
+}
+
+/** `series` with (step, value) added: a step reported again replaces its value, an older step is ignored. */
+function appendPoint(series: Series, step: number, value: number): Series {
+  const last = series.steps.length - 1;
+  if (last >= 0 && series.steps[last] === step) return { steps: series.steps, values: [...series.values.slice(0, last), value] };
+  if (last >= 0 && series.steps[last]! > step) return series;
+  return { steps: [...series.steps, step], values: [...series.values, value] };
 }
 
 function addNotice(list: Notice[], notice: Omit<Notice, "count">): Notice[] {
@@ -145,7 +160,7 @@ export function reduce(state: DashboardState, event: DashboardEvent, now: number
   const s: DashboardState = { ...state, now, startedAt: state.startedAt ?? now };
   switch (event.type) {
     case "run_started":
-      return { ...s, kind: "train", outputDir: event.outputDir, step: event.startStep, startStep: event.startStep, totalSteps: event.totalSteps, startedAt: now };
+      return { ...s, kind: "train", outputDir: event.outputDir, step: event.startStep, startStep: event.startStep, totalSteps: event.totalSteps, startedAt: now, starting: undefined };
     case "step_started":
       return { ...s, step: event.step, totalSteps: event.totalSteps, rolloutEpisodes: { step: event.step, done: 0, successes: 0, rewardSum: 0 } };
     case "phase_started":
@@ -166,10 +181,18 @@ export function reduce(state: DashboardState, event: DashboardEvent, now: number
     }
     case "metrics":
       return { ...s, kind: s.kind === "unknown" ? "train" : s.kind, step: Math.max(s.step, event.step), series: appendSeries(s.series, event.step, event.metrics) };
-    case "validation":
-      return { ...s, validation: { step: event.step, metrics: event.metrics, meanReward: event.meanReward, best: event.best } };
-    case "checkpoint_saved":
-      return { ...s, checkpoints: [...s.checkpoints, { step: event.step, path: event.path, bestActor: event.bestActor }].slice(-MAX_CHECKPOINTS) };
+    case "validation": {
+      // A validation without a mean (no reward metric) keeps its table but adds no point.
+      const validations = Number.isFinite(event.meanReward) ? appendPoint(s.validations, event.step, event.meanReward) : s.validations;
+      return { ...s, validation: { step: event.step, metrics: event.metrics, meanReward: event.meanReward, best: event.best }, validations };
+    }
+    case "checkpoint_saved": {
+      // A folder written again (best_actor is replaced in place) is one checkpoint, the newest.
+      const others = s.checkpoints.filter((c) => c.path !== event.path);
+      return { ...s, checkpoints: [...others, { step: event.step, path: event.path, bestActor: event.bestActor }].slice(-MAX_CHECKPOINTS) };
+    }
+    case "checkpoint_removed":
+      return { ...s, checkpoints: s.checkpoints.filter((c) => c.path !== event.path) };
     case "warning":
       return { ...s, warnings: addNotice(s.warnings, { step: event.step, code: event.code, message: event.message }) };
     case "step_finished":
@@ -179,7 +202,7 @@ export function reduce(state: DashboardState, event: DashboardEvent, now: number
     case "eval_started": {
       const known = new Map(s.evalEnvs.map((e) => [e.tag, e]));
       const envs = event.envs.map(({ tag, planned }) => ({ ...(known.get(tag) ?? { tag, done: 0, successes: 0, errors: 0, rewardSum: 0 }), planned }));
-      return { ...s, kind: "eval", outputDir: event.outputDir, evalEnvs: envs, startedAt: now };
+      return { ...s, kind: "eval", outputDir: event.outputDir, evalEnvs: envs, startedAt: now, starting: undefined };
     }
     case "eval_running":
       return { ...s, evalRunning: event.running };
@@ -188,7 +211,9 @@ export function reduce(state: DashboardState, event: DashboardEvent, now: number
     case "eval_finished":
       return { ...s, evalRunning: 0, finished: { reason: "completed" } };
     case "run_dir_opened":
-      return { ...s, kind: event.kind, outputDir: event.outputDir, totalSteps: event.totalSteps ?? s.totalSteps };
+      return { ...s, kind: event.kind, outputDir: event.outputDir, totalSteps: event.totalSteps ?? s.totalSteps, source: "files", starting: undefined };
+    case "starting":
+      return { ...s, kind: event.kind, starting: event.message };
     case "episode_loaded": {
       // An episode seen before (running, now written) keeps its place in the list.
       const at = s.episodes.findIndex((e) => e.id === event.episode.id);

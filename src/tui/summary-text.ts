@@ -3,15 +3,21 @@
  * colours, no cursor movement; one table per section. Everything in it may come from a
  * run's files, so the whole text is made printable: a control byte is shown, not obeyed.
  */
-import { sparkline } from "./chart.ts";
+import { seriesRange, sparkline } from "./chart.ts";
 import { formatDuration, formatPercent, formatValue } from "./format.ts";
 import { GPU_MEMORY_KEYS, THROUGHPUT_KEY, chartedMetrics } from "./key-metrics.ts";
 import { printable } from "./printable.ts";
 import { type DashboardState, latest, stepEta } from "./state.ts";
 
-function table(rows: string[][]): string[] {
+/** Cells of a trend column; a longer series is averaged into this many buckets. */
+const TREND_CELLS = 24;
+/** Validations listed by step (the newest); the trend row covers all of them. */
+const VALIDATIONS_LISTED = 12;
+
+/** Aligned columns: text columns (the first, and any in `left`) to the left, numbers to the right. */
+function table(rows: string[][], left: readonly number[] = []): string[] {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? "").length)));
-  return rows.map((r) => r.map((cell = "", c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join("  ").trimEnd());
+  return rows.map((r) => r.map((cell = "", c) => (c === 0 || left.includes(c) ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join("  ").trimEnd());
 }
 
 function trainSummary(state: DashboardState): string[] {
@@ -21,15 +27,23 @@ function trainSummary(state: DashboardState): string[] {
   out.push(`train run ${state.outputDir ?? ""}: step ${state.step}${total}${eta !== undefined ? `, ETA ${formatDuration(eta)}` : ""}${state.finished ? `, finished (${state.finished.reason})` : ""}`);
   const charted = chartedMetrics(state);
   if (charted.length > 0) {
-    out.push("", ...table([["metric", "latest", "min", "max", "trend"], ...charted.map(({ label, key }) => {
-      const values = state.series[key]!.values;
-      return [label, formatValue(values[values.length - 1]), formatValue(Math.min(...values)), formatValue(Math.max(...values)), sparkline(values, 24)];
-    })]));
+    // min, max and the trend all span every reported step of the metric (the steps column).
+    out.push("", ...table([["metric", "latest", "min", "max", "steps", "trend over those steps"], ...charted.map(({ label, series }) => {
+      const range = seriesRange(series.values);
+      const steps = series.steps.length > 0 ? `${series.steps[0]}-${series.steps[series.steps.length - 1]}` : "-";
+      return [label, formatValue(series.values[series.values.length - 1]), formatValue(range?.min), formatValue(range?.max), steps, sparkline(series.values, TREND_CELLS)];
+    })], [5]));
   }
   const throughput = latest(state, THROUGHPUT_KEY);
   const memoryKey = GPU_MEMORY_KEYS.find((k) => state.series[k]);
   if (throughput !== undefined || memoryKey) {
     out.push("", `throughput ${formatValue(throughput)} tokens/s${memoryKey ? `, GPU memory ${formatValue(latest(state, memoryKey))} GB` : ""}`);
+  }
+  const validations = state.validations;
+  if (validations.steps.length > 0) {
+    const recent = validations.steps.slice(-VALIDATIONS_LISTED).map((step, i, shown) => `${step}: ${formatValue(validations.values[validations.values.length - shown.length + i])}`);
+    const older = validations.steps.length - recent.length;
+    out.push("", `validation mean reward by step: ${older > 0 ? `(${older} earlier) ` : ""}${recent.join(", ")}`);
   }
   if (state.validation) {
     const v = state.validation;

@@ -3,10 +3,13 @@
  * store (the dashboard's events include them as they are). Ctrl-C asks whether to save a
  * checkpoint before stopping; `q` closes the view and the run goes on.
  */
+import { existsSync } from "node:fs";
 import type { TrainEvent, TrainEventListener } from "../training/events.ts";
+import type { DashboardEvent } from "./events.ts";
 import type { ImageProtocol } from "./image/index.ts";
 import { startLiveDashboard } from "./live.tsx";
 import { RunDirReader } from "./run-dir.ts";
+import type { DashboardState } from "./state.ts";
 import { DashboardStore } from "./store.ts";
 import { summaryText } from "./summary-text.ts";
 
@@ -29,8 +32,19 @@ export interface TrainDashboard {
   summary(): string;
 }
 
+/**
+ * Removal events for the checkpoints the state lists whose folders are gone: the trainer
+ * prunes to `keep_checkpoints` right after it saves, without an event of its own, so the
+ * view (and the summary printed after the run) must not go on listing them.
+ */
+export function removedCheckpoints(state: DashboardState, exists: (path: string) => boolean = existsSync): DashboardEvent[] {
+  return state.checkpoints.filter((c) => !exists(c.path)).map((c) => ({ type: "checkpoint_removed", path: c.path }));
+}
+
 export function startTrainDashboard(options: TrainDashboardOptions): TrainDashboard {
   const store = new DashboardStore();
+  // Until run_started (the model is loaded first) the view says what it waits for.
+  store.dispatch({ type: "starting", kind: "train", message: "starting: loading the model and setting up the run" });
   const live = startLiveDashboard({
     store,
     title: "vagen train",
@@ -56,9 +70,17 @@ export function startTrainDashboard(options: TrainDashboardOptions): TrainDashbo
     }
     for (const event of reader.poll()) if (event.type === "episode_loaded") store.dispatch(event);
   };
+  const forgetPruned = () => {
+    for (const removed of removedCheckpoints(store.getState())) store.dispatch(removed);
+  };
   const onEvent = (event: TrainEvent) => {
     store.dispatch(event);
+    if (event.type === "checkpoint_saved") forgetPruned();
     if (event.type === "step_finished" || event.type === "run_finished") loadRollouts();
   };
-  return { onEvent, close: () => live.close(), summary: () => summaryText(store.getState()) };
+  const summary = () => {
+    forgetPruned();
+    return summaryText(store.getState());
+  };
+  return { onEvent, close: () => live.close(), summary };
 }

@@ -47,7 +47,7 @@ describe("vagen eval (subprocess)", () => {
     expect(stderr).toContain("eval: 5 episode(s)");
     expect(stderr).toMatch(/\[\d\/5\] sokoban seed 1\d: success/);
     expect(code).toBe(0);
-    expect(stdout).toMatch(/env\s+episodes\s+success_rate\s+mean_reward\s+mean_turns\s+format_error_rate\s+errors/);
+    expect(stdout).toMatch(/env\s+episodes\s+success\s+reward\s+turns\s+format_err\s+errors/);
     expect(stdout).toMatch(/sokoban\s+3\s+1\.000/);
     expect(stdout).toMatch(/frozenlake\s+2\s+1\.000/);
     const summary = JSON.parse(readFileSync(join(out, "summary.json"), "utf8"));

@@ -150,7 +150,7 @@ describe("vagen eval (subprocess) with a failing judge", () => {
     const { code, stdout, stderr } = await cli();
     expect(code).toBe(0);
     expect(stderr.match(/world-model judge failed/g)?.length).toBe(1);
-    expect(stdout).toMatch(/judge_failures\n/);
+    expect(stdout).toMatch(/judge_fail\n/);
     expect(stdout).toMatch(/\nwarning: sokoban: world-model judge failed (\d+) of \1 request\(s\) in 2 episode\(s\)/);
   });
 

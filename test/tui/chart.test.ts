@@ -41,6 +41,14 @@ describe("braille chart", () => {
   test("sparkline: eight levels between min and max", () => {
     // 0 -> level 0, 1 -> round(0.5 * 7) = 4, 2 -> 7.
     expect(sparkline([0, 1, 2], 3)).toBe("▁▅█");
-    expect(sparkline([9, 0, 1, 2], 3)).toBe("▁▅█");
+  });
+
+  test("sparkline: a longer series is averaged into buckets, so the row spans all of it", () => {
+    // 4 values in 3 cells: [9], [0], [1, 2] -> 9, 0, 1.5; scaled over 0..9: 7, 0, round(1.5 / 9 * 7) = 1.
+    expect(sparkline([9, 0, 1, 2], 3)).toBe("█▁▂");
+    // 6 values in 2 cells: means 2 and 5; the first value still counts.
+    expect(sparkline([1, 2, 3, 4, 5, 6], 2)).toBe("▁█");
+    // A bucket with no finite value is a blank; NaN elsewhere is left out of its bucket's mean.
+    expect(sparkline([0, Number.NaN, Number.NaN, Number.NaN, 4, Number.NaN], 3)).toBe("▁ █");
   });
 });

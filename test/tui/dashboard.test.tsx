@@ -70,7 +70,8 @@ describe("train view", () => {
     const events: DashboardEvent[] = [...trainEvents(), { type: "validation", step: 2, metrics: { "val/sokoban/success_rate": 0.25 }, meanReward: 0.3, best: true }];
     const { lastFrame, unmount } = render(<Dashboard store={storeWith(events)} title="vagen train" size={{ columns: 160, rows: 48 }} />);
     const frame = lastFrame()!;
-    expect(frame.split("\n").some((line) => /reward .*KL .*entropy/.test(line))).toBe(true);
+    // The validation curve follows the reward, then the key metrics.
+    expect(frame.split("\n").some((line) => /reward .*val reward .*KL/.test(line))).toBe(true);
     expect(frame).toContain("validation at step 2");
     expect(frame).toMatch(/val\/sokoban\/success_rate +0\.2500/);
     expectFits(frame, 160, 48);

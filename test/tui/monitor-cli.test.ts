@@ -5,9 +5,10 @@
  * case runs under a pseudo-terminal (util-linux `script`) and is skipped without it.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { decodePng } from "../../src/core/png.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const MAIN = join(ROOT, "src", "cli", "main.ts");
@@ -53,6 +54,36 @@ describe("vagen monitor --once", () => {
     expect(r.stdout).toContain(`${join(dir, "metrics.jsonl")} line 2: skipped`);
     expect(r.stdout).toContain(`${join(dir, "metrics.jsonl")} line 3: skipped, not JSON: \\x1b[31mred\\x07`);
     expect(r.stdout).not.toMatch(CONTROL);
+  }, 30_000);
+});
+
+describe("vagen monitor --png", () => {
+  const monitorPng = (dir: string, out: string) => {
+    const p = Bun.spawnSync(["bun", MAIN, "monitor", dir, "--png", out], { cwd: tmpdir(), stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    return { code: p.exitCode ?? -1, stdout: p.stdout.toString(), stderr: p.stderr.toString() };
+  };
+
+  test("a training run: the learning curves as a PNG, and what was drawn", () => {
+    const out = join(temporary(), "curves.png");
+    const r = monitorPng(join(FIXTURE, "train"), out);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe(`${out}: 6 step(s), 6 panel(s) (reward, success rate, validation mean reward, KL, entropy, response length)\n`);
+    const image = decodePng(new Uint8Array(readFileSync(out)));
+    expect(image.width).toBeGreaterThan(1000);
+  }, 30_000);
+
+  test("an eval run or metrics with no readable line: an error, no file", () => {
+    const out = join(temporary(), "curves.png");
+    const evalRun = monitorPng(join(FIXTURE, "eval"), out);
+    expect(evalRun.code).toBe(1);
+    expect(evalRun.stderr).toContain("no metrics.jsonl to plot (this is an eval run)");
+    const broken = temporary();
+    writeFileSync(join(broken, "metrics.jsonl"), "null\njunk\n");
+    const r = monitorPng(broken, out);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("no line is a metrics record");
+    expect(existsSync(out)).toBe(false);
   }, 30_000);
 });
 

@@ -11,9 +11,13 @@ test("a training run: metric table with min, max and trend; throughput; validati
   const text = summaryOf(join(FIXTURE, "train"));
   // ETA from timing_s/step (31..36 s, mean 33.5 s) times the 4 steps left: 134 s.
   expect(text).toContain(`train run ${join(FIXTURE, "train")}: step 6/10, ETA 2m14s`);
-  // critic/score/mean went 0.1, 0.2, ..., 0.6: a steady climb.
-  expect(text).toContain("reward                   0.6000   0.1000  0.6000  ▁▂▄▅▇█");
-  expect(text).toContain("entropy                  1.4000   1.4000  1.9000  █▇▅▄▂▁");
+  // critic/score/mean went 0.1, 0.2, ..., 0.6: a steady climb; min, max and trend cover steps 1-6.
+  expect(text).toContain("metric                   latest      min     max  steps  trend over those steps");
+  expect(text).toContain("reward                   0.6000   0.1000  0.6000    1-6  ▁▂▄▅▇█");
+  expect(text).toContain("entropy                  1.4000   1.4000  1.9000    1-6  █▇▅▄▂▁");
+  // Validations at steps 3 and 6: mean of val/<env>/reward, (0.15 + 0.3) / 2 and (0.3 + 0.6) / 2.
+  expect(text).toContain("val reward               0.4500   0.2250  0.4500    3-6  ▁█");
+  expect(text).toContain("validation mean reward by step: 3: 0.2250, 6: 0.4500");
   expect(text).toContain("success sokoban_vision   0.3000   0.0500  0.3000");
   expect(text).toContain("throughput 1260.0 tokens/s, GPU memory 3.5000 GB");
   expect(text).toContain("validation at step 6:");

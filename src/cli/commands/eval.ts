@@ -13,7 +13,8 @@ import { loadEvalPlan } from "../../evaluation/config.ts";
 import type { EvalEventListener } from "../../evaluation/events.ts";
 import { summaryPath } from "../../evaluation/layout.ts";
 import { runEvaluation } from "../../evaluation/runner.ts";
-import { type EvalSummary, formatSummaryTable, summaryWarnings } from "../../evaluation/summary.ts";
+import { type EvalSummary, summaryWarnings } from "../../evaluation/summary.ts";
+import { formatEvalTable } from "../render/eval-table.ts";
 import { startEvalDashboard } from "../../tui/eval-dashboard.ts";
 import { type ImageMode, parseImageMode, resolveImageMode } from "../../tui/image/index.ts";
 import { evalBarRenderer, evalLogRenderer } from "../render/eval-lines.ts";
@@ -86,7 +87,8 @@ async function evalCommand(file: string, overrides: string[], opts: { progress: 
       signal: controller.signal,
     });
     await dashboard?.close();
-    process.stdout.write(formatSummaryTable(result.summary));
+    // Short headings that fit the terminal (80 columns when it is not one).
+    process.stdout.write(formatEvalTable(result.summary, process.stdout.columns || 80));
     // Under the table, so a judge outage is read together with the scores it zeroed.
     for (const line of summaryWarnings(result.summary)) process.stdout.write(`${redactText(line)}\n`);
     process.stdout.write(`summary: ${summaryPath(plan.outputDir)}\n`);

@@ -4,11 +4,13 @@
  * finished run. `--once` (or output that is not a terminal) prints a text summary instead,
  * and fails, naming the file and its first bad line, when metrics.jsonl holds lines but
  * none that can be read. A live view of a directory that is deleted says so and stops
- * looking.
+ * looking. `--png OUT` writes the run's learning curves (src/core/plot) to OUT and exits.
  */
-import { basename, resolve } from "node:path";
+import { existsSync } from "node:fs";
+import { basename, join, resolve } from "node:path";
 import type { Command } from "commander";
 import { VagenError } from "../../core/errors.ts";
+import { writeRunPlots } from "../../core/plot/run-plots.ts";
 import { type ImageMode, parseImageMode, resolveImageMode } from "../../tui/image/index.ts";
 import { startLiveDashboard } from "../../tui/live.tsx";
 import { printable } from "../../tui/printable.ts";
@@ -19,6 +21,7 @@ import { numberFlag } from "../flags.ts";
 
 interface MonitorOptions {
   once?: boolean;
+  png?: string;
   tui: boolean;
   image: ImageMode;
   interval: number;
@@ -31,6 +34,7 @@ export function register(program: Command): void {
     .argument("<run_dir>", "a run's output directory (with metrics.jsonl and rollouts/, or an eval output_dir)")
     .option("--once", "print a static text summary and exit (for scripts)")
     .option("--no-tui", "same as --once")
+    .option("--png <out>", "write the run's learning curves (reward, success, validation, KL, entropy, response length) as a PNG to <out> and exit")
     .option("--image <mode>", "how observation images are drawn: auto, kitty, iterm2, sixel, blocks, none", parseImageModeFlag, "auto")
     .option("--interval <seconds>", "how often to look for new files", numberFlag("interval", { above: 0 }), 1)
     .action(async (runDir: string, options: MonitorOptions) => {
@@ -54,8 +58,26 @@ function openRunDir(runDir: string): RunDirReader {
   }
 }
 
+/** `--png OUT`: the plots of a training run's metrics.jsonl; an eval run or unreadable metrics are errors. */
+function writePlots(runDir: string, reader: RunDirReader, out: string): void {
+  const metrics = join(runDir, "metrics.jsonl");
+  if (reader.kind !== "train" || !existsSync(metrics)) {
+    throw new VagenError(`${printable(runDir)}: no metrics.jsonl to plot${reader.kind === "eval" ? " (this is an eval run)" : ""}`, "--png draws a training run's learning curves; pass the trainer's output_dir");
+  }
+  const unreadable = reader.unreadableMetrics();
+  if (unreadable) throw new VagenError(unreadable, "is this a vagen train run directory? each line of metrics.jsonl is one JSON object with a numeric \"step\"");
+  const written = writeRunPlots(runDir, out);
+  const skipped = written.skipped > 0 ? `; ${written.skipped} line(s) of metrics.jsonl skipped` : "";
+  process.stdout.write(`${printable(out)}: ${written.steps} step(s), ${written.panels.length} panel(s) (${written.panels.join(", ") || "none"})${skipped}\n`);
+}
+
 async function monitorCommand(runDir: string, options: MonitorOptions): Promise<void> {
   const reader = openRunDir(runDir);
+  if (options.png !== undefined) {
+    reader.poll();
+    writePlots(runDir, reader, options.png);
+    return;
+  }
   const store = new DashboardStore();
   for (const event of reader.poll()) store.dispatch(event);
 

@@ -9,6 +9,16 @@ export function EvalOverview({ state, width, height }: { state: DashboardState; 
   const tagWidth = Math.min(24, Math.max(3, ...state.evalEnvs.map((e) => e.tag.length)));
   const barWidth = Math.max(6, width - tagWidth - 48);
   const failureRows = Math.max(0, height - state.evalEnvs.length - 4);
+  if (state.starting && state.evalEnvs.length === 0) {
+    // The model loads before the first event: say so rather than draw an empty table.
+    return (
+      <Box flexDirection="column" width={width} height={height}>
+        <Text dimColor wrap="truncate">
+          {state.starting}
+        </Text>
+      </Box>
+    );
+  }
   return (
     <Box flexDirection="column" width={width} height={height}>
       <Text>

@@ -5,7 +5,8 @@ import type { Series } from "../state.ts";
 
 /**
  * A titled line chart over steps: the title with the latest value, the Braille line, and
- * the y range on the right (max on top, min below) so the scale is never a guess.
+ * the y range on the right (max on top, min below; a constant series its one value) so
+ * the scale is never a guess.
  */
 export function MetricChart({ label, series, width, height }: { label: string; series: Series; width: number; height: number }) {
   const values = series.values;
@@ -25,7 +26,7 @@ export function MetricChart({ label, series, width, height }: { label: string; s
       {lines.map((line, i) => (
         <Text key={i} wrap="truncate">
           <Text color="green">{line}</Text>
-          <Text dimColor> {i === 0 && range ? formatValue(range.max) : i === lines.length - 1 && range ? formatValue(range.min) : ""}</Text>
+          <Text dimColor> {i === 0 && range ? formatValue(range.max) : i === lines.length - 1 && range && range.min !== range.max ? formatValue(range.min) : ""}</Text>
         </Text>
       ))}
     </Box>
