@@ -32,6 +32,12 @@ export interface RolloutItem {
   baseDir?: string;
   /** The env's image placeholder when it is not "<image>". */
   imagePlaceholder?: string;
+  /**
+   * The item's position in the whole batch (default: its position in `items`). A
+   * data-parallel rank rolls out a share of a batch: with the whole batch's positions its
+   * episodes get the ids and sampling seeds they would get in one process.
+   */
+  index?: number;
 }
 
 export interface CollectOptions {
@@ -113,7 +119,8 @@ export async function collectRollouts(options: CollectOptions): Promise<RolloutB
   if (!Number.isInteger(n) || n < 1) throw new VagenError(`rollouts per item must be a positive integer, got ${n}`);
   const makeEnv = options.createEnv ?? ((item: RolloutItem) => createEnv(item.env, item.config ?? {}, item.baseDir));
 
-  const jobs = items.flatMap((item, itemIndex) => {
+  const jobs = items.flatMap((item, position) => {
+    const itemIndex = item.index ?? position;
     const uid = item.uid ?? `${itemIndex}:${item.env}:${item.seed}`;
     return Array.from({ length: n }, (_, trajIndex) => ({ item, itemIndex, uid, trajIndex }));
   });

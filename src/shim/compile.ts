@@ -23,6 +23,12 @@ export interface Toolchain {
   cudaInclude?: string;
   /** nvcc, when vagen's fused CUDA kernels are built. */
   nvcc?: string;
+  /**
+   * The folder with nccl.h, for a CUDA libtorch: with it, ffi/dist.cpp compiles c10d's
+   * NCCL process group (ProcessGroupNCCL.hpp includes nccl.h, which pip torch leaves to
+   * the nvidia-nccl wheel). Undefined: no NCCL backend (VAGEN_NCCL=0 also turns it off).
+   */
+  ncclInclude?: string;
 }
 
 export interface ShimBuildPlan {
@@ -76,6 +82,25 @@ function findNvcc(cudaInclude: string): string | undefined {
   return Bun.which("nvcc") ?? undefined;
 }
 
+/** nccl.h for a CUDA libtorch: $NCCL_HOME, pip's nvidia-nccl wheel beside torch, the CUDA toolkit, /usr. */
+function findNcclInclude(lt: Libtorch, cudaInclude: string): string | undefined {
+  if (process.env.VAGEN_NCCL === "0") return undefined;
+  const candidates = [
+    process.env.NCCL_INCLUDE_DIR,
+    process.env.NCCL_HOME && join(process.env.NCCL_HOME, "include"),
+    process.env.NCCL_ROOT && join(process.env.NCCL_ROOT, "include"),
+    // pip: site-packages/torch beside site-packages/nvidia/nccl (cu12) or nvidia/cu13.
+    join(lt.root, "..", "nvidia", "nccl", "include"),
+    join(lt.root, "..", "nvidia", "cu13", "include"),
+    join(lt.root, "..", "nvidia", "cu12", "include"),
+    ...lt.includeDirs,
+    cudaInclude,
+    "/usr/include",
+    "/usr/local/include",
+  ];
+  return candidates.find((d): d is string => !!d && existsSync(join(d, "nccl.h")));
+}
+
 function headersHint(lt: Libtorch): string {
   if (lt.origin === "debian") return "apt-get install libtorch-dev (the headers of Debian's libtorch)";
   if (lt.origin === "python3") return "reinstall pip torch (its wheel ships include/), or set LIBTORCH to an official libtorch archive";
@@ -99,7 +124,7 @@ export function findToolchain(lt: Libtorch): Toolchain {
       "install the CUDA toolkit and set CUDA_HOME to it (the directory with include/cuda_runtime_api.h)",
     );
   }
-  return { cxx, cudaInclude, nvcc: findNvcc(cudaInclude) };
+  return { cxx, cudaInclude, nvcc: findNvcc(cudaInclude), ncclInclude: findNcclInclude(lt, cudaInclude) };
 }
 
 function cxxFlags(lt: Libtorch, tc: Toolchain, sourceDir: string): string[] {
@@ -116,6 +141,13 @@ function cxxFlags(lt: Libtorch, tc: Toolchain, sourceDir: string): string[] {
   ];
   if (tc.cudaInclude) flags.push("-DVAGEN_WITH_CUDA=1", `-I${tc.cudaInclude}`);
   if (tc.nvcc) flags.push("-DVAGEN_WITH_CUDA_KERNELS=1");
+  // ffi/dist.cpp's process-group backends: VAGEN_GLOO=0 leaves Gloo out (a libtorch
+  // whose Gloo headers do not compile), ncclInclude brings NCCL in.
+  if (process.env.VAGEN_GLOO === "0") flags.push("-DVAGEN_NO_GLOO=1");
+  if (tc.cudaInclude && tc.ncclInclude) {
+    flags.push("-DVAGEN_WITH_NCCL=1");
+    if (!lt.includeDirs.includes(tc.ncclInclude) && tc.ncclInclude !== "/usr/include") flags.push(`-I${tc.ncclInclude}`);
+  }
   return flags;
 }
 
@@ -244,7 +276,20 @@ export function buildShim(plan: ShimBuildPlan, opts: BuildOptions): BuildResult 
   });
   const stale = objects.filter((o) => !o.fresh);
   const jobs = Math.max(1, opts.jobs ?? (Number(process.env.VAGEN_BUILD_JOBS) || cpus().length));
-  const failed = runJobs(stale.map((o) => o.job), jobs, opts.progressPrefix);
+  let failed = runJobs(stale.map((o) => o.job), jobs, opts.progressPrefix);
+  // ffi/dist.cpp follows c10d's C++ API, which moves between libtorch versions. Rather than
+  // lose the whole shim to it, build it without process groups (its entry points then say
+  // so) and tell the user; every other op works, data parallel does not.
+  const dist = stale.find((o) => o.job.label === "dist.cpp");
+  if (dist && failed.length === 1 && failed[0] === dist.job) {
+    const log = readFileSync(dist.job.logFile, "utf8").trim().split("\n").slice(0, 12).join("\n");
+    process.stderr.write(`${opts.progressPrefix ?? "[shim]"} dist.cpp did not compile against torch ${plan.libtorch.version}; building the shim without process groups (data-parallel training unavailable). Compiler output (${dist.job.logFile}):\n${log}\n`);
+    const stub = join(plan.sourceDir, "dist-stub.inc");
+    const fallback = { ...dist.job, label: "dist-stub.inc", argv: [...dist.job.argv.slice(0, -4), "-c", "-x", "c++", stub, "-o", `${dist.obj}.tmp`], logFile: `${dist.obj}.stub.log` };
+    // a different hash, so the next build tries the real one again
+    dist.hash = `${dist.hash}|no-dist`;
+    failed = runJobs([fallback], 1, opts.progressPrefix);
+  }
   if (failed.length > 0) {
     const first = failed[0]!;
     const output = existsSync(first.logFile) ? readFileSync(first.logFile, "utf8").trim().split("\n").slice(0, 30).join("\n") : "";

@@ -54,3 +54,4 @@ export * as nn from "./nn-namespace.ts";
 export * as optim from "./optim.ts";
 export * as cuda from "./cuda.ts";
 export * as safetensors from "./safetensors.ts";
+export * as distributed from "./distributed.ts";

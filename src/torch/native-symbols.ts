@@ -3,10 +3,10 @@
 import { FFIType } from "bun:ffi";
 
 /** The shim's ABI version (VT_ABI_VERSION in ffi/shim.h); loadTorch refuses a shim with another. */
-export const ABI_VERSION = 3;
+export const ABI_VERSION = 4;
 
 /** A hash of every signature and op list; a change without a new ABI_VERSION fails the build. */
-export const ABI_FINGERPRINT = "6d79cf7c0e82107f";
+export const ABI_FINGERPRINT = "8e8a2803e6409164";
 
 /** Every native entry point with its argument types, in the order of ffi/. */
 export const SYMBOLS = {
@@ -92,6 +92,23 @@ export const SYMBOLS = {
   vt_cuda_graph_free: { args: ["ptr"], returns: "void" },
   vt_cudnn_flags: { args: ["i32", "i32", "i32", "ptr"], returns: "i32" },
   vt_cuda_profiler: { args: ["i32"], returns: "i32" },
+  // dist.cpp
+  vt_dist_backends: { args: ["ptr"], returns: "i32" },
+  vt_dist_store_new: { args: ["cstring", "i32", "i32", "i32", "i64", "ptr"], returns: "i32" },
+  vt_dist_store_set: { args: ["ptr", "cstring", "ptr", "i64"], returns: "i32" },
+  vt_dist_store_get: { args: ["ptr", "cstring", "i64", "ptr"], returns: "i32" },
+  vt_dist_bytes_read: { args: ["ptr", "ptr", "i64"], returns: "i32" },
+  vt_dist_bytes_free: { args: ["ptr"], returns: "void" },
+  vt_dist_store_free: { args: ["ptr"], returns: "void" },
+  vt_dist_pg_new: { args: ["ptr", "i32", "i32", "i32", "i64", "i32", "cstring", "ptr"], returns: "i32" },
+  vt_dist_all_reduce: { args: ["ptr", "ptr", "i32"], returns: "i32" },
+  vt_dist_all_reduce_coalesced: { args: ["ptr", "ptr", "i32", "i32"], returns: "i32" },
+  vt_dist_all_gather: { args: ["ptr", "ptr", "ptr"], returns: "i32" },
+  vt_dist_broadcast: { args: ["ptr", "ptr", "i32"], returns: "i32" },
+  vt_dist_reduce_scatter: { args: ["ptr", "ptr", "ptr", "i32", "i32"], returns: "i32" },
+  vt_dist_barrier: { args: ["ptr"], returns: "i32" },
+  vt_dist_pg_info: { args: ["ptr", "ptr"], returns: "i32" },
+  vt_dist_pg_free: { args: ["ptr"], returns: "void" },
   // fused.cpp
   vt_set_fused_kernels: { args: ["i32"], returns: "void" },
   vt_fused_kernels: { args: [], returns: "i32" },

@@ -252,6 +252,15 @@ export const TrainerSection = v.strictObject({
   seed: v.optional(integer, 1),
   /** End the run when a phase makes no progress for this long (seconds; 0: never). */
   watchdog_s: v.optional(nonNegative, 1800),
+  /**
+   * Data-parallel ranks on this machine (VAGEN's key): one process per GPU, or with
+   * model.device cpu one CPU process each (Gloo). See docs/distributed.md.
+   */
+  n_gpus_per_node: v.optional(positiveInt("n_gpus_per_node"), 1),
+  /** Machines of the run; with more than one, each is launched with torchrun's variables. */
+  nnodes: v.optional(positiveInt("nnodes"), 1),
+  /** How long a rank waits for the others (a collective, the exchange of a step's rows) before the run fails. */
+  dist_timeout_s: v.optional(positive, 600),
   /** logger, tensorboard, project_name, experiment_name, log_image, ... (docs/logging.md). */
   ...loggerTrainerEntries,
   /** Stop the run after this many steps in a row whose update met a non-finite loss or gradient. */

@@ -30,6 +30,8 @@ import { policyForward, valueForward, type TrainingModel } from "./forward.ts";
 import type { Models } from "./models.ts";
 import { StepBatch } from "./step-batch.ts";
 import { microBatchPlan, yieldToEventLoop } from "./update.ts";
+import { exchange, isLocalRow } from "./data-parallel.ts";
+import type { RankContext } from "./ranks.ts";
 import type { ValueHead } from "../models/index.ts";
 
 /**
@@ -39,13 +41,14 @@ import type { ValueHead } from "../models/index.ts";
  */
 export async function forwardColumn(
   batch: StepBatch,
-  opts: { microBatchSize: number; maxTokens?: number },
+  opts: { microBatchSize: number; maxTokens?: number; dp?: DataParallelColumn },
   run: (part: StepBatch) => Tensor,
   between: () => void = () => {},
 ): Promise<Tensor> {
   const out = torch.zeros([batch.size, batch.width], { dtype: "f32", device: batch.device as never });
   try {
-    const all = batch.rows.map((_, i) => i);
+    // Data parallel: this rank runs the rows it played; the others' arrive by exchange.
+    const all = batch.rows.map((_, i) => i).filter((i) => !opts.dp || isLocalRow(batch.rows[i]!));
     for (const indices of microBatchPlan(all, batch.rows, opts)) {
       using part = batch.select(indices);
       torch.noGrad(() =>
@@ -59,6 +62,7 @@ export async function forwardColumn(
       await yieldToEventLoop();
       between();
     }
+    if (opts.dp) fillRemoteRows(batch, out, all, opts.dp);
   } catch (err) {
     out.dispose();
     throw err;
@@ -66,11 +70,33 @@ export async function forwardColumn(
   return out;
 }
 
+/** Where a data-parallel forward exchanges its rows: the ranks and a key unique to the step and column. */
+export interface DataParallelColumn {
+  ranks: RankContext;
+  key: string;
+}
+
+/** Sends this rank's rows of `out` to the others and writes theirs in (every rank ends with the whole column). */
+function fillRemoteRows(batch: StepBatch, out: Tensor, local: readonly number[], dp: DataParallelColumn): void {
+  const host = torch.tidy(() => out.to({ device: "cpu" }).contiguous().toFloat32Array());
+  const mine = { rows: local, values: local.map((b) => Array.from(host.subarray(b * batch.width, b * batch.width + batch.rows[b]!.responseIds.length))) };
+  for (const theirs of exchange(dp.ranks, dp.key, mine)) {
+    if (theirs === mine || theirs.rows.length === 0) continue;
+    torch.noGrad(() =>
+      torch.tidy(() => {
+        const index = torch.tensor(Int32Array.from(theirs.rows), [theirs.rows.length], { dtype: "i64", device: batch.device as never });
+        out.indexCopy_(0, index, batch.tensorOf(theirs.values));
+      }),
+    );
+  }
+}
+
 export interface LogprobOptions {
   temperature: number;
   chunkTokens: number;
   microBatchSize: number;
   maxTokens?: number;
+  dp?: DataParallelColumn;
 }
 
 /** The policy's log-probs of the batch's response tokens under `model` (no gradients): [B, R]. */
@@ -79,7 +105,7 @@ export function modelLogprobs(model: TrainingModel, batch: StepBatch, opts: Logp
 }
 
 /** The critic's values of the batch's response positions: [B, R]. */
-export function criticValues(model: TrainingModel, head: ValueHead, batch: StepBatch, opts: { microBatchSize: number; maxTokens?: number }, between?: () => void): Promise<Tensor> {
+export function criticValues(model: TrainingModel, head: ValueHead, batch: StepBatch, opts: { microBatchSize: number; maxTokens?: number; dp?: DataParallelColumn }, between?: () => void): Promise<Tensor> {
   return forwardColumn(batch, opts, (part) => valueForward(model, head, part.rows), between);
 }
 
@@ -87,12 +113,12 @@ export function criticValues(model: TrainingModel, head: ValueHead, batch: StepB
  * The old log-probs: the engine's sampled ones when the config says the update is exactly
  * on-policy and every row has them, else a forward of the actor. Returns which it was.
  */
-export async function oldLogprobs(models: Models, batch: StepBatch, config: TrainConfig, between?: () => void): Promise<"engine" | "actor"> {
+export async function oldLogprobs(models: Models, batch: StepBatch, config: TrainConfig, between?: () => void, dp?: DataParallelColumn): Promise<"engine" | "actor"> {
   if (config.rollout.use_engine_logprobs && batch.rows.every((r) => r.logprobsComplete)) {
     batch.set("oldLogprobs", batch.get("rolloutLogprobs").clone());
     return "engine";
   }
-  batch.set("oldLogprobs", await modelLogprobs(models.actor, batch, actorLogprobOptions(config), between));
+  batch.set("oldLogprobs", await modelLogprobs(models.actor, batch, { ...actorLogprobOptions(config), ...(dp ? { dp } : {}) }, between));
   return "actor";
 }
 

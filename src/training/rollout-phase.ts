@@ -12,6 +12,7 @@ import type { Harness } from "../harness/types.ts";
 import { collectRollouts, type RolloutEpisode, type RolloutItem } from "../rollout/index.ts";
 import type { TrainingRow } from "../rollout/types.ts";
 import type { TrainConfig } from "./config.ts";
+import type { RankContext } from "./ranks.ts";
 import type { DatasetItem } from "./dataset.ts";
 import { droppedSummary, formatDropped } from "./outputs.ts";
 import { rewardedEnvFactory, type SpecSetups, type StateRewardScorers } from "./state-rewards.ts";
@@ -68,16 +69,28 @@ export function checkRewards(episodes: readonly RolloutEpisode[], tags: Map<Roll
 export async function rollout(
   ctx: RolloutContext,
   items: readonly DatasetItem[],
-  opts: { split: "train" | "val"; step: number; n: number; temperature: number; topP: number; onEpisode: (e: RolloutEpisode, tag: string) => void },
+  opts: {
+    split: "train" | "val";
+    step: number;
+    n: number;
+    temperature: number;
+    topP: number;
+    onEpisode: (e: RolloutEpisode, tag: string) => void;
+    /** Data parallel: play only this rank's items (see data-parallel.ts), with the whole batch's positions. */
+    shard?: RankContext;
+  },
 ): Promise<Rollout> {
-  const byTag = new Map<string, { spec: DatasetItem["spec"]; items: RolloutItem[] }>();
+  const byTag = new Map<string, { spec: DatasetItem["spec"]; items: RolloutItem[]; count: number }>();
   items.forEach((item, i) => {
-    const group = byTag.get(item.tag) ?? { spec: item.spec, items: [] };
+    const group = byTag.get(item.tag) ?? { spec: item.spec, items: [], count: 0 };
+    byTag.set(item.tag, group);
+    const index = group.count++;
+    if (opts.shard && i % opts.shard.world !== opts.shard.rank) return;
     // The env gets its config without state_reward (prepareStateRewards split it off).
     const config = ctx.setups[opts.split].get(item.tag)?.envConfig ?? item.spec.config;
-    group.items.push({ env: item.spec.name, config, seed: item.seed, uid: `${opts.split}-${opts.step}-${i}` });
-    byTag.set(item.tag, group);
+    group.items.push({ env: item.spec.name, config, seed: item.seed, uid: `${opts.split}-${opts.step}-${i}`, index });
   });
+  for (const [tag, group] of byTag) if (group.items.length === 0) byTag.delete(tag);
   const tags = new Map<RolloutEpisode, string>();
   const stateRewardMetrics: Record<string, number> = {};
   const batches = await Promise.all(

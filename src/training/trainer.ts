@@ -72,7 +72,9 @@ import {
 import { checkResponseFormats } from "./preflight.ts";
 import { checkPromptBudget } from "./prompt-budget.ts";
 import { checkRewards, noRowsError, rollout, type Rollout } from "./rollout-phase.ts";
-import { openRunLoggers, planLoggers } from "./loggers/index.ts";
+import { openRunLoggers, planLoggers, type RunLoggers } from "./loggers/index.ts";
+import { anyRank, exchange, mergeRollouts, toWireRollout } from "./data-parallel.ts";
+import { SINGLE_RANK, type RankContext } from "./ranks.ts";
 import { acquireRunLock } from "./run-lock.ts";
 import { prepareStateRewards, rewardedEnvFactory, StateRewardScorers } from "./state-rewards.ts";
 import { StepBatch } from "./step-batch.ts";
@@ -90,6 +92,8 @@ export interface TrainOptions {
   maxStepsThisRun?: number;
   /** Builds an episode's env (default: the env registry). */
   createEnv?: (item: RolloutItem) => Promise<Env>;
+  /** Data parallel: this process's rank in the run's process group (default: one process). */
+  ranks?: RankContext;
 }
 
 export interface TrainResult {
@@ -158,11 +162,12 @@ export async function runTraining(checked: CheckedTrainConfig, opts: TrainOption
   }
   mkdirSync(outputDir, { recursive: true });
   // One run per folder: a second run would mix its metrics and checkpoints into this one's.
-  const lock = acquireRunLock(outputDir);
+  // Data parallel: rank 0 writes the folder and holds the lock for all.
+  const lock = (opts.ranks?.rank ?? 0) === 0 ? acquireRunLock(outputDir) : undefined;
   try {
     return await trainInFolder(checked, opts, emit, ckptRoot);
   } finally {
-    lock.release();
+    lock?.release();
   }
 }
 
@@ -170,7 +175,11 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
   const { config, estimator, useCritic, useReference } = checked;
   const { trainer, data, rollout: rolloutCfg, actor: actorCfg, critic: criticCfg } = config;
   const outputDir = trainer.output_dir;
-  removeStaleCheckpointTemporaries(ckptRoot);
+  const ranks = opts.ranks ?? SINGLE_RANK;
+  /** Data parallel: more than one rank. Rank 0 alone writes files. */
+  const dp = ranks.world > 1;
+  const writer = ranks.rank === 0;
+  if (writer) removeStaleCheckpointTemporaries(ckptRoot);
 
   // Where to resume from: decided before any model is loaded, so a bad path fails fast.
   let resumeFrom: string | undefined;
@@ -200,7 +209,9 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
 
   torch.manualSeed(trainer.seed);
   const harness = await createHarness(trainer.harness);
-  const models = loadModels(config, useCritic, useReference);
+  // Data parallel on CUDA: each rank on its own GPU.
+  const rankDevice = dp && config.model.device === "cuda" && ranks.group ? `cuda:${ranks.group.localRank}` : config.model.device;
+  const models = loadModels({ ...config, model: { ...config.model, device: rankDevice as TrainConfig["model"]["device"] } }, useCritic, useReference);
   let stateRewards: StateRewardScorers;
   try {
     const { family } = models.actor;
@@ -221,8 +232,10 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
     throw err;
   }
   // Each segment's config is kept (config.yaml is the newest; config-history/ has every start).
-  writeResolvedConfig(outputDir, config);
-  writeResolvedConfig(join(outputDir, "config-history"), config, `from_step_${resumeState?.step ?? 0}.yaml`);
+  if (writer) {
+    writeResolvedConfig(outputDir, config);
+    writeResolvedConfig(join(outputDir, "config-history"), config, `from_step_${resumeState?.step ?? 0}.yaml`);
+  }
 
   const dataset = new EnvDataset(datasetItems(data.train, data.base_seed, "data.train"), { shuffle: data.shuffle, seed: trainer.seed });
   const valItems = datasetItems(data.val, data.base_seed, "data.val");
@@ -253,8 +266,8 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
     startStep = state.step;
   }
 
-  const metricsLog = new MetricsLog(outputDir, resumeFrom ? startStep : undefined);
-  const loggers = openRunLoggers(loggerPlan, { resumed: resumeFrom !== undefined, emit });
+  const metricsLog = writer ? new MetricsLog(outputDir, resumeFrom ? startStep : undefined) : undefined;
+  const loggers = writer ? openRunLoggers(loggerPlan, { resumed: resumeFrom !== undefined, emit }) : silentLoggers();
   const watchdog = new Watchdog(trainer.watchdog_s);
   const ctx = { config, harness, client: models.client, setups, stateRewards, createEnv: opts.createEnv, signal: opts.signal };
   const interrupted = () => opts.signal?.aborted === true;
@@ -300,11 +313,13 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
   const checkpoint = (step: number): void => {
     requireFiniteWeights(step);
     const t0 = performance.now();
-    lastCheckpoint = saveCheckpoint(ckptRoot, parts(), state(step), trainer.keep_checkpoints);
+    lastCheckpoint = writer ? saveCheckpoint(ckptRoot, parts(), state(step), trainer.keep_checkpoints) : join(ckptRoot, `step_${step}`);
     emit({ type: "checkpoint_saved", step, path: lastCheckpoint, seconds: (performance.now() - t0) / 1000, bestActor: false });
     loggers.checkpointSaved(step, lastCheckpoint);
   };
 
+  let validations = 0;
+  let localVal: Rollout | undefined;
   /** A validation pass; undefined when an interrupt cut it short (nothing of it counts). */
   const validate = async (step: number): Promise<Record<string, number> | undefined> => {
     if (valItems.length === 0) return {};
@@ -318,13 +333,20 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
           temperature: rolloutCfg.val_kwargs.temperature,
           topP: rolloutCfg.val_kwargs.top_p,
           onEpisode: (e, tag) => emit(episodeEvent(step, "val", e, tag)),
+          ...(dp ? { shard: ranks } : {}),
         }),
       );
     } catch (err) {
-      if (interrupted()) return undefined;
-      throw err;
+      if (!interrupted()) throw err;
+      if (!dp) return undefined;
+      val = { rows: [], episodes: [], tags: new Map(), stateRewardMetrics: {} };
     }
-    if (interrupted()) return undefined;
+    if (dp) {
+      const parts = exchange(ranks, `val/${step}/${validations++}`, { ...toWireRollout(val), abandoned: interrupted() });
+      if (parts.some((p) => p.abandoned)) return undefined;
+      localVal = val;
+      val = mergeRollouts(val, parts, Object.keys(data.val));
+    } else if (interrupted()) return undefined;
     checkRewards(val.episodes, val.tags);
     // Episodes that could not run (an env or the engine failed) are not a score of 0: they
     // are counted, left out of the means, and keep this validation from choosing best_actor.
@@ -344,10 +366,11 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
       requireFiniteWeights(step);
       bestValReward = meanReward;
       const t0 = performance.now();
-      const path = saveBestActor(outputDir, models.actor.weights);
+      const path = writer ? saveBestActor(outputDir, models.actor.weights) : join(outputDir, "best_actor");
       emit({ type: "checkpoint_saved", step, path, seconds: (performance.now() - t0) / 1000, bestActor: true });
     }
-    loggers.validation(step, ran, val.tags);
+    // the validation table shows episodes with their transcripts: rank 0's own under data parallelism
+    loggers.validation(step, dp ? (localVal?.episodes ?? []).filter((e) => e.record.error === undefined) : ran, dp ? (localVal?.tags ?? val.tags) : val.tags);
     emit({ type: "validation", step, metrics, meanReward, best });
     return metrics;
   };
@@ -360,13 +383,14 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
       const metrics = await validate(0);
       if (metrics === undefined) reason = "interrupted";
       else if (Object.keys(metrics).length) {
-        metricsLog.append(0, metrics);
+        metricsLog?.append(0, metrics);
         loggers.scalars(0, metrics);
       }
     }
     const lastStep = opts.maxStepsThisRun === undefined ? trainer.total_steps : Math.min(trainer.total_steps, startStep + opts.maxStepsThisRun);
     while (reason === "completed" && step < lastStep) {
-      if (interrupted()) {
+      // data parallel: the end of the previous step decided for all ranks together
+      if (!dp && interrupted()) {
         reason = "interrupted";
         break;
       }
@@ -378,11 +402,18 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
       const rng = new Rng(trainer.seed, current);
       // What an abandoned step puts back, so that a resumed run takes this very step.
       const before = { data: dataset.position, rng: torchRngHex(), klCoef: kl.value };
+      // Data parallel: ranks decide together at the rollout's end and before the updates
+      // (one rank abandoning alone would leave the others waiting in a collective).
       const abandonIfInterrupted = () => {
-        if (interrupted()) throw new StepAbandoned();
+        if (!dp && interrupted()) throw new StepAbandoned();
+      };
+      const abandonTogether = (where: string) => {
+        if (dp ? anyRank(ranks, `step/${current}/${where}`, interrupted()) : interrupted()) throw new StepAbandoned();
       };
 
       let roll: Rollout;
+      /** This rank's own rollout (all of it without data parallelism): what it can dump. */
+      let localRoll: Rollout = { rows: [], episodes: [], tags: new Map(), stateRewardMetrics: {} };
       let batch: StepBatch | undefined;
       let trainBatch: StepBatch | undefined;
       try {
@@ -403,30 +434,42 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
                 emit(episodeEvent(current, "train", e, tag));
                 emit({ type: "phase_progress", step: current, phase: "rollout", done: ++done, total });
               },
+              ...(dp ? { shard: ranks } : {}),
             }), "episodes to finish (env steps and generation)")
-          .catch((err: unknown) => {
+          .catch((err: unknown): Rollout => {
             // Ctrl-C during the rollout cancels its episodes; that is an interruption, not a failure.
-            throw interrupted() ? new StepAbandoned() : err;
+            if (!interrupted()) throw err;
+            if (!dp) throw new StepAbandoned();
+            return { rows: [], episodes: [], tags: new Map(), stateRewardMetrics: {} };
           });
+        localRoll = roll;
+        if (dp) {
+          // every rank gets the whole step's rows (without the others' images) in one process's order
+          const parts = exchange(ranks, `step/${current}/rollout`, { ...toWireRollout(roll), abandoned: interrupted() });
+          if (parts.some((p) => p.abandoned)) throw new StepAbandoned();
+          roll = mergeRollouts(roll, parts, [...new Set(items.map((i) => i.tag))]);
+        }
         abandonIfInterrupted();
         checkRewards(roll.episodes, roll.tags);
         if (roll.rows.length === 0) {
-          writeEpisodeDumps(config, current, roll, Math.max(1, trainer.log_episodes), "dropped");
+          if (writer) writeEpisodeDumps(config, current, localRoll, Math.max(1, trainer.log_episodes), "dropped");
           throw noRowsError(current, roll.episodes);
         }
         batch = StepBatch.fromRows(roll.rows, models.actor.device);
 
         // ---- old and reference log-probs, values ----
         const oldSource = rolloutCfg.use_engine_logprobs && roll.rows.every((r) => r.logprobsComplete) ? "engine" : "actor";
+        // data parallel: each rank runs the rows it played, the columns are exchanged
+        const column = (name: string) => (dp ? { dp: { ranks, key: `step/${current}/${name}` } } : {});
         if (oldSource === "engine") await oldLogprobs(models, batch, config);
-        else await timer.phase("old_logprobs", "old_log_prob", () => oldLogprobs(models, batch!, config, abandonIfInterrupted), "the actor's forward");
+        else await timer.phase("old_logprobs", "old_log_prob", () => oldLogprobs(models, batch!, config, abandonIfInterrupted, column("old").dp), "the actor's forward");
         if (models.reference) {
           const ref = models.reference;
-          batch.set("refLogprobs", await timer.phase("ref_logprobs", "ref", () => modelLogprobs(ref, batch!, actorLogprobOptions(config), abandonIfInterrupted), "the reference forward"));
+          batch.set("refLogprobs", await timer.phase("ref_logprobs", "ref", () => modelLogprobs(ref, batch!, { ...actorLogprobOptions(config), ...column("ref") }, abandonIfInterrupted), "the reference forward"));
         }
         if (models.critic) {
           const c = models.critic;
-          const opts = { microBatchSize: criticCfg.ppo_micro_batch_size, ...(criticCfg.use_dynamic_bsz ? { maxTokens: criticCfg.ppo_max_token_len } : {}) };
+          const opts = { microBatchSize: criticCfg.ppo_micro_batch_size, ...(criticCfg.use_dynamic_bsz ? { maxTokens: criticCfg.ppo_max_token_len } : {}), ...column("values") };
           batch.set("values", await timer.phase("values", "values", () => criticValues(c.model, c.head, batch!, opts, abandonIfInterrupted), "the critic's forward"));
         }
 
@@ -440,7 +483,7 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
           return f.kept;
         }, "the estimator");
         trainBatch = filtered;
-        abandonIfInterrupted();
+        abandonTogether("before-updates");
       } catch (err) {
         if (trainBatch !== batch) trainBatch?.dispose();
         batch?.dispose();
@@ -465,6 +508,7 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
           lossAggMode: cfg.loss_agg_mode,
           tokenSumNorm: cfg.loss_scale_factor ?? data.max_response_length,
           gradClip: cfg.grad_clip,
+          ...(dp ? { ranks } : {}),
         });
         if (models.critic) {
           const c = models.critic;
@@ -502,8 +546,8 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
         // ---- metrics ----
         Object.assign(metrics, stepMetrics(batch!, roll, trainBatch!));
         for (const w of troubleSigns(metrics)) emit({ type: "warning", step: current, ...w });
-        if (roll.episodes.length && trainer.log_episodes > 0) writeEpisodeDumps(config, current, roll, trainer.log_episodes);
-        if (trainer.dump_batches) {
+        if (writer && localRoll.episodes.length && trainer.log_episodes > 0) writeEpisodeDumps(config, current, localRoll, trainer.log_episodes);
+        if (writer && trainer.dump_batches) {
           const meta = { estimator: estimator.spec.name, step: current, ...dumpedParams(estimator) };
           dumpBatch(join(outputDir, "batches"), current, meta, batch!.rows, {
             tokenRewards: batch!.hostRows("tokenRewards"),
@@ -520,7 +564,9 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
       }
 
       // ---- validation (skipped once an interrupt came in: the step is done, the run stops) ----
-      if (!interrupted() && trainer.test_freq > 0 && (current % trainer.test_freq === 0 || current === trainer.total_steps)) {
+      // data parallel: whether the run stops after this step is decided by all ranks together
+      const stopping = dp ? anyRank(ranks, `step/${current}/stop`, interrupted()) : interrupted();
+      if (!stopping && trainer.test_freq > 0 && (current % trainer.test_freq === 0 || current === trainer.total_steps)) {
         const val = await timer.phase("validation", "testing", () => validate(current), "validation episodes");
         if (val) Object.assign(metrics, val);
       }
@@ -530,7 +576,7 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
       metrics["perf/generation_share"] = (timer.timings["timing_s/gen"] ?? 0) / stepSeconds;
       step = current;
       Object.assign(metrics, loggers.metrics());
-      metricsLog.append(step, metrics);
+      metricsLog?.append(step, metrics);
       loggers.scalars(step, metrics);
       emit({ type: "metrics", step, metrics });
 
@@ -539,11 +585,11 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
         await timer.phase("checkpoint", "save_checkpoint", () => checkpoint(step), "the checkpoint write");
       }
       emit({ type: "step_finished", step, totalSteps: trainer.total_steps, seconds: (performance.now() - stepStart) / 1000 });
-      if (interrupted()) reason = "interrupted";
+      if (stopping) reason = "interrupted";
     }
     if (reason === "completed" && step < trainer.total_steps) reason = "stopped";
     if (reason === "interrupted" && step > startStep && !lastCheckpoint?.endsWith(`step_${step}`)) checkpoint(step);
-    if (step > 0) {
+    if (writer && step > 0) {
       // The learning curves as a picture beside the metrics (also `vagen monitor RUN --png`).
       try {
         writeRunPlots(outputDir, join(outputDir, "plots.png"), { title: outputDir });
@@ -563,6 +609,11 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
     watchdog.dispose();
     await disposeModels(models);
   }
+}
+
+/** The loggers of a rank that writes nothing (data parallel ranks above 0). */
+function silentLoggers(): RunLoggers {
+  return { scalars() {}, validation() {}, checkpointSaved() {}, metrics: () => ({}), close: async () => {} };
 }
 
 function episodeEvent(step: number, split: "train" | "val", e: RolloutEpisode, tag: string): TrainEvent {

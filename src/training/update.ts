@@ -26,6 +26,8 @@ import type { TrainingRow } from "../rollout/types.ts";
 import { Rng } from "../core/rng.ts";
 import { policyForward, valueForward, type TrainingModel } from "./forward.ts";
 import type { ColumnName, StepBatch } from "./step-batch.ts";
+import { allReduceGradients, isLocalRow, sumOverRanks } from "./data-parallel.ts";
+import type { RankContext } from "./ranks.ts";
 
 export interface BatchingOptions {
   /** Mini-batches per epoch (train_batch_size / ppo_mini_batch_size). */
@@ -36,6 +38,12 @@ export interface BatchingOptions {
   maxTokens?: number;
   epochs: number;
   shuffle: boolean;
+  /**
+   * Data parallel: this rank backpropagates the rows of each mini-batch it played, the
+   * gradients are summed over the ranks before the step, and the losses over the ranks
+   * before they are logged (see data-parallel.ts).
+   */
+  ranks?: RankContext;
 }
 
 /** Row indices of each mini-batch of one epoch: a (seeded) permutation cut into equal parts. */
@@ -177,8 +185,13 @@ class UpdateMetrics {
     }
   }
 
-  endMini(values: Record<string, number>): void {
-    for (const [k, v] of this.#mini) this.#mean(k, v);
+  /** The mini-batch's losses (this rank's share of them), to be summed over ranks. */
+  miniLosses(): Record<string, number> {
+    return Object.fromEntries(this.#mini);
+  }
+
+  endMini(values: Record<string, number>, losses: Record<string, number> = this.miniLosses()): void {
+    for (const [k, v] of Object.entries(losses)) this.#mean(k, v);
     this.#mini.clear();
     for (const [k, v] of Object.entries(values)) this.#mean(k, v);
   }
@@ -244,15 +257,22 @@ async function runUpdate(
     for (const miniIndices of miniBatchPlan(batch.size, opts.miniBatches, opts.shuffle, rng)) {
       using mini = batch.select(miniIndices);
       const normalizer: LossNormalizer = { tokens: mini.tokenCount(maskColumn), rows: mini.rowCount(maskColumn), tokenSumNorm: opts.tokenSumNorm };
-      const local = mini.rows.map((_, i) => i);
+      const dp = opts.ranks !== undefined && opts.ranks.world > 1;
+      const local = mini.rows.map((_, i) => i).filter((i) => !dp || isLocalRow(mini.rows[i]!));
       for (const microIndices of microBatchPlan(local, mini.rows, opts)) {
         using micro = mini.select(microIndices);
         metrics.micro(microStep(micro, normalizer));
         await yieldToEventLoop();
       }
+      let losses = metrics.miniLosses();
+      if (dp) {
+        allReduceGradients(opts.ranks!, optimizer.params);
+        // every rank sends every loss key (0 where it had no rows), in one order
+        losses = sumOverRanks(opts.ranks!, Object.fromEntries(lossKeys.map((k) => [k, losses[k] ?? 0])));
+      }
       const { gradNorm, skipped } = optimizer.step(opts.gradClip);
       if (skipped) metrics.count(`${prefix}/skipped_steps`, 1);
-      metrics.endMini({ [`${prefix}/grad_norm`]: gradNorm, [`${prefix}/lr`]: optimizer.optimizer.lr });
+      metrics.endMini({ [`${prefix}/grad_norm`]: gradNorm, [`${prefix}/lr`]: optimizer.optimizer.lr }, losses);
     }
   }
   optimizer.scheduler.step();
@@ -271,7 +291,8 @@ export function actorMaskColumn(batch: StepBatch): ColumnName {
 export function updateActor(model: TrainingModel, optimizer: ParameterOptimizer, batch: StepBatch, opts: ActorUpdateOptions, rng: Rng): Promise<Record<string, number>> {
   if (opts.klLoss && !batch.has("refLogprobs")) throw new Error("actor.use_kl_loss is on but the batch has no reference log-probs");
   const maskColumn = actorMaskColumn(batch);
-  return runUpdate(optimizer, batch, opts, rng, "actor", maskColumn, ["actor/pg_loss", "actor/entropy", "actor/kl_loss"], (micro, normalizer) =>
+  const lossKeys = ["actor/pg_loss", "actor/entropy", ...(opts.klLoss ? ["actor/kl_loss"] : [])];
+  return runUpdate(optimizer, batch, opts, rng, "actor", maskColumn, lossKeys, (micro, normalizer) =>
     readMetrics(
       torch.tidy(() => {
         const out = policyForward(model, micro.rows, { temperature: opts.temperature, chunkTokens: opts.chunkTokens, withEntropy: true });

@@ -7,7 +7,9 @@
 import type { Command } from "commander";
 import { VagenError } from "../../core/errors.ts";
 import type { TrainEventListener } from "../../training/events.ts";
+import * as torch from "../../torch/index.ts";
 import { loadTrainConfig } from "../../training/config.ts";
+import type { RankContext } from "../../training/ranks.ts";
 import { runTraining } from "../../training/trainer.ts";
 import { type ImageMode, parseImageMode, resolveImageMode } from "../../tui/image/index.ts";
 import { startTrainDashboard } from "../../tui/train-dashboard.ts";
@@ -52,6 +54,22 @@ function parseImageModeFlag(value: string): ImageMode {
 
 async function trainCommand(file: string, overrides: string[], opts: TrainOptions): Promise<void> {
   const checked = await loadTrainConfig(file, overrides);
+  const { n_gpus_per_node: perNode, nnodes } = checked.config.trainer;
+  const launchedAsRank = process.env.WORLD_SIZE !== undefined && process.env.RANK !== undefined;
+  if (!launchedAsRank && perNode * nnodes > 1) {
+    if (nnodes > 1) {
+      throw new VagenError(
+        `${checked.file}: key "trainer.nnodes": got ${nnodes}; a run on several machines starts one process per GPU on each with torchrun's variables (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK)`,
+        "see docs/distributed.md",
+      );
+    }
+    const code = await launchLocalRanks(perNode, checked.config.trainer.dist_timeout_s);
+    if (code !== 0) throw new VagenError(`a rank of the ${perNode}-rank run exited with status ${code}`, undefined, code);
+    return;
+  }
+  const ranks = launchedAsRank ? joinProcessGroup(checked.config.model.device, checked.config.trainer.dist_timeout_s) : undefined;
+  // Data parallel: rank 0 shows the run; the other ranks say only what goes wrong.
+  if (ranks && ranks.rank > 0) opts = { ...opts, tui: false, quietPhases: true };
   const lines = () => trainLogRenderer(process.stderr, { phases: !opts.quietPhases });
   // A terminal gets the dashboard (Ctrl-C there asks before stopping); pipes, CI and --no-tui get lines.
   const dashboard =
@@ -65,7 +83,7 @@ async function trainCommand(file: string, overrides: string[], opts: TrainOption
           onQuit: () => (view = lines()),
         })
       : undefined;
-  let view: TrainEventListener = dashboard?.onEvent ?? lines();
+  let view: TrainEventListener = ranks && ranks.rank > 0 ? rankErrorsOnly(ranks.rank) : (dashboard?.onEvent ?? lines());
   // First signal: stop at the next phase boundary (a step before its updates is abandoned
   // and retaken on resume, a step in its updates is finished), then save the last finished
   // step. Second signal: leave at once; the checkpoints already on disk are intact. The
@@ -89,7 +107,7 @@ async function trainCommand(file: string, overrides: string[], opts: TrainOption
   const handlers = Object.keys(STOP_SIGNALS).map((signal) => [signal, () => onSignal(signal as StopSignal)] as const);
   for (const [signal, handler] of handlers) process.on(signal, handler);
   try {
-    const result = await runTraining(checked, { onEvent: (event) => view(event), signal: controller.signal });
+    const result = await runTraining(checked, { onEvent: (event) => view(event), signal: controller.signal, ...(ranks ? { ranks } : {}) });
     if (dashboard) {
       await dashboard.close();
       process.stdout.write(dashboard.summary());
@@ -105,5 +123,71 @@ async function trainCommand(file: string, overrides: string[], opts: TrainOption
   } finally {
     await dashboard?.close();
     for (const [signal, handler] of handlers) process.off(signal, handler);
+    ranks?.group?.dispose();
   }
+}
+
+/** This process's rank in a run launched with torchrun's variables: Gloo on the CPU, NCCL on GPUs (Gloo where the shim has no NCCL). */
+function joinProcessGroup(device: string, timeoutS: number): RankContext {
+  const backend = device === "cuda" && torch.distributed.availableBackends().nccl ? "nccl" : "gloo";
+  const group = torch.distributed.processGroupFromEnv({ backend, timeoutMs: timeoutS * 1000 });
+  return { rank: group.rank, world: group.size, group };
+}
+
+/** A rank other than 0 prints its failure, prefixed, and nothing else (rank 0 shows the run and its warnings). */
+function rankErrorsOnly(rank: number): TrainEventListener {
+  return (event) => {
+    if (event.type === "run_finished" && event.error) process.stderr.write(`[rank ${rank}] ${event.reason}: ${event.error}\n`);
+  };
+}
+
+/**
+ * `trainer.n_gpus_per_node` ranks on this machine: this command again, once per rank,
+ * with torchrun's variables set. Signals are passed on; when one rank fails the others
+ * are stopped. Returns the first non-zero exit status (0 when all succeeded).
+ */
+async function launchLocalRanks(count: number, timeoutS: number): Promise<number> {
+  const port = await freePort();
+  // From source `bun main.ts train ...`; the compiled binary is its own entry point.
+  const compiled = Bun.main.startsWith("/$bunfs");
+  const command = [process.execPath, ...(compiled ? [] : [Bun.main]), ...process.argv.slice(2)];
+  const children = Array.from({ length: count }, (_, rank) =>
+    Bun.spawn(command, {
+      stdio: ["inherit", "inherit", "inherit"],
+      env: { ...process.env, MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port), WORLD_SIZE: String(count), RANK: String(rank), LOCAL_RANK: String(rank) },
+    }),
+  );
+  const forward = (signal: NodeJS.Signals) => () => {
+    for (const c of children) c.kill(signal);
+  };
+  const handlers = Object.keys(STOP_SIGNALS).map((signal) => [signal, forward(signal as NodeJS.Signals)] as const);
+  for (const [signal, handler] of handlers) process.on(signal, handler);
+  try {
+    let first = 0;
+    await Promise.all(
+      children.map(async (child, rank) => {
+        const code = await child.exited;
+        if (code !== 0 && first === 0) {
+          first = code;
+          process.stderr.write(`train: rank ${rank} exited with status ${code}; stopping the other ranks\n`);
+          // the others would wait for it until trainer.dist_timeout_s; stop them now
+          for (const other of children) if (other !== child) other.kill("SIGTERM");
+          setTimeout(() => {
+            for (const other of children) other.kill("SIGKILL");
+          }, Math.min(30, timeoutS) * 1000).unref();
+        }
+      }),
+    );
+    return first;
+  } finally {
+    for (const [signal, handler] of handlers) process.off(signal, handler);
+  }
+}
+
+/** A TCP port nothing listens on now (for rank 0's rendezvous store). */
+async function freePort(): Promise<number> {
+  const server = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const { port } = server;
+  server.stop(true);
+  return port;
 }

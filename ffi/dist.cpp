@@ -1,0 +1,548 @@
+// Process groups for data-parallel work over several processes (one per GPU, on one or
+// several machines): a TCPStore rendezvous and libtorch's own c10d backends on it, Gloo
+// (CPU tensors, every build) and NCCL (CUDA tensors, CUDA builds that found nccl.h).
+// src/torch/distributed.ts is the other side.
+//
+//   * Every collective is blocking: it waits on its c10d Work with the group's timeout, so
+//     a dead peer or a peer that never joins the collective becomes an error (c10d's own
+//     message) within the timeout instead of a hang. NCCL is made blocking by turning on
+//     c10d's blocking wait (TORCH_NCCL_BLOCKING_WAIT, unless the environment already says).
+//   * The c10d API moved between 1.13 and 2.x: collectives live on ProcessGroup in 1.13
+//     and on Backend (which ProcessGroupGloo/NCCL derive from) in 2.x. Both have the same
+//     virtual collective signatures, so one alias (Group) covers both.
+//   * Gloo's headers: pip torch installs them with its own (include/gloo), Debian in
+//     libgloo-dev, which libtorch-dev does not pull in, although its
+//     ProcessGroupGloo.hpp includes them. With them, the real header is used. Without
+//     them, on 1.13 only, the few declarations the shim calls are written out below with
+//     the class's exact 1.13 data layout (checked by static_assert against the sizes the
+//     real header gives); nothing else of Gloo is touched from here. VAGEN_GLOO=0 and
+//     VAGEN_NCCL=0 at build time leave either backend out (src/shim/compile.ts).
+//   * ReduceOp codes: 0 sum, 1 avg, 2 max, 3 min. Gloo has no avg: it sums, then divides
+//     by the group size. Gloo has no reduce_scatter in 1.13, so on Gloo it is always an
+//     all_reduce of the concatenated inputs that keeps this rank's chunk.
+#include "shim.h"
+
+// A libtorch whose c10d this file does not compile against still gets a shim: the build
+// then compiles dist-stub.inc in its place (every entry point reports that process groups
+// are not in this build), so everything else works and data parallel says why not.
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#if VT_TORCH_AT_LEAST(2, 0)
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+// ---- Gloo ---------------------------------------------------------------------------
+
+#if defined(VAGEN_NO_GLOO)
+// Left out on request (VAGEN_GLOO=0 when the shim is compiled).
+#elif __has_include(<gloo/algorithm.h>) && __has_include(<torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>)
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO 1
+#endif
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#define VT_DIST_GLOO 1
+#elif TORCH_VERSION_MAJOR == 1 && TORCH_VERSION_MINOR == 13 && __has_include(<torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>)
+// libtorch 1.13 without Gloo's headers (Debian's libtorch-dev without libgloo-dev). The
+// declarations of torch/csrc/distributed/c10d/ProcessGroupGloo.hpp (1.13) that the shim
+// calls, and its data members with their layout (members the shim never touches are
+// typed by a layout-equal stand-in where the real type is Gloo's or a private class).
+// Every function named here is defined in libtorch_cpu.so.
+namespace gloo {
+class Context;
+namespace transport {
+class Device;
+}  // namespace transport
+namespace rendezvous {
+class Store;
+}  // namespace rendezvous
+}  // namespace gloo
+
+namespace c10d {
+class TORCH_API ProcessGroupGloo : public ProcessGroup {
+ public:
+  struct TORCH_API Options : public ProcessGroup::Options {
+    explicit Options(std::chrono::milliseconds timeout = kProcessGroupDefaultTimeout);
+    static c10::intrusive_ptr<Options> create(std::chrono::milliseconds timeout = kProcessGroupDefaultTimeout) {
+      return c10::make_intrusive<Options>(timeout);
+    }
+    std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
+    int threads;
+  };
+
+  static std::shared_ptr<::gloo::transport::Device> createDeviceForInterface(const std::string& interface);
+  static std::shared_ptr<::gloo::transport::Device> createDeviceForHostname(const std::string& hostname);
+  static std::shared_ptr<::gloo::transport::Device> createDefaultDevice();
+
+  explicit ProcessGroupGloo(const c10::intrusive_ptr<Store>& store, int rank, int size, c10::intrusive_ptr<Options> options);
+  ~ProcessGroupGloo() override;
+
+ protected:
+  std::unique_ptr<::gloo::rendezvous::Store> store_;
+  const c10::intrusive_ptr<Options> options_;
+  std::vector<std::shared_ptr<::gloo::Context>> contexts_;
+  std::vector<std::thread> threads_;
+  bool stop_;
+  uint32_t collectiveCounter_;
+  // c10::intrusive_ptr<AsyncWork> in the real header: one pointer, like this.
+  std::deque<c10::intrusive_ptr<Work>> workQueue_;
+  std::vector<c10::intrusive_ptr<Work>> workInProgress_;
+  std::mutex workMutex_;
+  std::condition_variable workProduceCV_;
+  std::condition_variable workConsumeCV_;
+};
+}  // namespace c10d
+
+#if defined(__GLIBCXX__) && defined(_GLIBCXX_USE_CXX11_ABI) && _GLIBCXX_USE_CXX11_ABI == 1 && (defined(__x86_64__) || defined(__aarch64__))
+// The sizes Debian's 1.13 header gives with libgloo-dev's headers (g++, x86-64).
+static_assert(sizeof(c10d::ProcessGroupGloo) == 416, "ProcessGroupGloo's 1.13 layout differs from the real header's");
+static_assert(sizeof(c10d::ProcessGroupGloo::Options) == 96, "ProcessGroupGloo::Options' 1.13 layout differs from the real header's");
+#endif
+#define VT_DIST_GLOO 1
+#endif
+
+// ---- NCCL (CUDA builds; build.ts defines VAGEN_WITH_NCCL when it finds nccl.h) --------
+
+#if defined(VAGEN_WITH_CUDA) && defined(VAGEN_WITH_NCCL) && VT_TORCH_AT_LEAST(2, 0) && \
+    __has_include(<nccl.h>) && __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
+#ifndef USE_C10D_NCCL
+#define USE_C10D_NCCL 1
+#endif
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#define VT_DIST_NCCL 1
+#endif
+
+namespace {
+
+#if VT_TORCH_AT_LEAST(2, 0)
+using Group = c10d::Backend;
+#else
+using Group = c10d::ProcessGroup;
+#endif
+
+enum BackendCode : int32_t { kGloo = 0, kNccl = 1 };
+
+struct DistStore {
+  c10::intrusive_ptr<c10d::Store> store;
+  std::chrono::milliseconds timeout;
+};
+
+struct DistGroup {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<Group> pg;
+  int32_t backend;
+  int32_t rank;
+  int32_t size;
+  int32_t device;  // NCCL: the CUDA device of this rank; -1 otherwise
+  std::chrono::milliseconds timeout;
+};
+
+DistStore& store_of(void* handle) {
+  if (handle == nullptr) throw std::invalid_argument("use of a disposed store");
+  return *static_cast<DistStore*>(handle);
+}
+
+DistGroup& group_of(void* handle) {
+  if (handle == nullptr) throw std::invalid_argument("use of a disposed process group");
+  return *static_cast<DistGroup*>(handle);
+}
+
+std::chrono::milliseconds millis(int64_t ms) { return std::chrono::milliseconds(ms); }
+
+// Waits for a collective with the group's timeout. The backend's own timeout (the same
+// value, passed in its options) normally fires first with the more precise message; the
+// extra second only covers a backend that never reports.
+void wait(const DistGroup& g, const c10::intrusive_ptr<c10d::Work>& work) {
+  work->wait(g.timeout + std::chrono::milliseconds(1000));
+}
+
+// Our reduce-op codes to c10d's; avg goes native only where the backend has it.
+c10d::ReduceOp reduce_op(int32_t code, bool native_avg) {
+  switch (code) {
+    case 0: return c10d::ReduceOp(c10d::ReduceOp::SUM);
+    case 1: return c10d::ReduceOp(native_avg ? c10d::ReduceOp::AVG : c10d::ReduceOp::SUM);
+    case 2: return c10d::ReduceOp(c10d::ReduceOp::MAX);
+    case 3: return c10d::ReduceOp(c10d::ReduceOp::MIN);
+  }
+  throw std::invalid_argument("unknown reduce op code " + std::to_string(code) + " (0 sum, 1 avg, 2 max, 3 min)");
+}
+
+bool native_avg(const DistGroup& g) { return g.backend == kNccl; }
+
+void check_avg(int32_t op, const at::Tensor& t) {
+  TORCH_CHECK(op != 1 || at::isFloatingType(t.scalar_type()), "avg needs a floating tensor, got ", t.scalar_type(),
+              " (use sum and divide)");
+}
+
+// After a reduction the backend could not average: divide the sum by the group size.
+void finish_avg(const DistGroup& g, int32_t op, at::Tensor& t) {
+  if (op == 1 && !native_avg(g)) t.div_(static_cast<double>(g.size));
+}
+
+// All-reduce of one contiguous tensor, in place.
+void all_reduce_contiguous(DistGroup& g, at::Tensor& t, int32_t op) {
+  std::vector<at::Tensor> tensors{t};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = reduce_op(op, native_avg(g));
+  opts.timeout = g.timeout;
+  wait(g, g.pg->allreduce(tensors, opts));
+  finish_avg(g, op, t);
+}
+
+// Runs fn on t, or on a contiguous copy of it that is written back (c10d wants dense,
+// contiguous tensors).
+template <class Fn>
+void in_place(at::Tensor& t, Fn fn) {
+  if (t.is_contiguous()) {
+    fn(t);
+    return;
+  }
+  at::Tensor tmp = t.contiguous();
+  fn(tmp);
+  t.copy_(tmp);
+}
+
+#ifdef VT_DIST_GLOO
+// "" the default device (this host's name, else loopback); "host:<address>" a device
+// bound to that address; "iface:<name>[,<name>...]" one device per network interface.
+std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const std::string& spec) {
+  std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
+  if (spec.rfind("host:", 0) == 0) {
+    devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(spec.substr(5)));
+  } else if (spec.rfind("iface:", 0) == 0) {
+    std::string names = spec.substr(6);
+    size_t start = 0;
+    while (start <= names.size()) {
+      size_t end = names.find(',', start);
+      if (end == std::string::npos) end = names.size();
+      if (end > start) devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(names.substr(start, end - start)));
+      start = end + 1;
+    }
+    TORCH_CHECK(!devices.empty(), "no network interface named in \"", spec, "\"");
+  } else {
+    TORCH_CHECK(spec.empty(), "unknown Gloo device \"", spec, "\" (expected \"\", \"host:<address>\" or \"iface:<name>\")");
+    devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  return devices;
+}
+#endif
+
+}  // namespace
+
+using vt::T;
+
+// out[0]: Gloo compiled in (1/0); out[1]: NCCL compiled in (1/0).
+VT_API int32_t vt_dist_backends(double* out) {
+  VT_TRY
+#ifdef VT_DIST_GLOO
+  out[0] = 1;
+#else
+  out[0] = 0;
+#endif
+#ifdef VT_DIST_NCCL
+  out[1] = 1;
+#else
+  out[1] = 0;
+#endif
+  VT_CATCH
+}
+
+// ---- store --------------------------------------------------------------------------
+
+// A TCPStore: rank 0 serves on `port` (0: any free port), the others connect to
+// host:port, retrying until the timeout. Then every rank counts itself in and waits until
+// all world_size ranks have (TCPStore's own wait for workers gives up silently on 1.13),
+// so a missing rank is reported here, with how many joined.
+// out: [store handle, the port it is on].
+VT_API int32_t vt_dist_store_new(const char* host, int32_t port, int32_t world_size, int32_t rank, int64_t timeout_ms,
+                                 double* out) {
+  VT_TRY
+  TORCH_CHECK(world_size >= 1, "world size must be at least 1, got ", world_size);
+  TORCH_CHECK(rank >= 0 && rank < world_size, "rank ", rank, " is outside the world of ", world_size);
+  TORCH_CHECK(port >= 0 && port <= 65535, "port ", port, " is not a TCP port");
+  TORCH_CHECK(timeout_ms > 0, "timeout must be positive, got ", timeout_ms, " ms");
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<std::uint16_t>(port);
+  opts.isServer = rank == 0;
+  opts.numWorkers = static_cast<std::size_t>(world_size);
+  opts.waitWorkers = false;
+  opts.timeout = millis(timeout_ms);
+  auto tcp = c10::make_intrusive<c10d::TCPStore>(std::string(host), opts);
+  const std::string joined = "vagen_init/joined";
+  tcp->add(joined, 1);
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    const int64_t n = tcp->add(joined, 0);
+    if (n >= world_size) break;
+    TORCH_CHECK(std::chrono::steady_clock::now() - start < millis(timeout_ms), "timed out after ", timeout_ms,
+                " ms waiting for the other ranks: ", n, " of ", world_size, " joined the store at ", host, ":",
+                tcp->getPort());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  out[1] = static_cast<double>(tcp->getPort());
+  auto* s = new DistStore{tcp, millis(timeout_ms)};
+  out[0] = static_cast<double>(reinterpret_cast<uintptr_t>(s));
+  VT_CATCH
+}
+
+VT_API int32_t vt_dist_store_set(void* store, const char* key, const uint8_t* data, int64_t length) {
+  VT_TRY
+  auto& s = store_of(store);
+  TORCH_CHECK(length >= 0, "negative length");
+  std::vector<uint8_t> value(static_cast<size_t>(length));
+  if (length > 0) std::memcpy(value.data(), data, static_cast<size_t>(length));
+  s.store->set(std::string(key), value);
+  VT_CATCH
+}
+
+// Blocks until `key` exists (timeout_ms < 0: the store's timeout), then reads it.
+// out: [bytes handle, length]; copy with vt_dist_bytes_read, then vt_dist_bytes_free.
+VT_API int32_t vt_dist_store_get(void* store, const char* key, int64_t timeout_ms, double* out) {
+  VT_TRY
+  auto& s = store_of(store);
+  std::string k(key);
+  s.store->wait({k}, timeout_ms < 0 ? s.timeout : millis(timeout_ms));
+  auto* bytes = new std::vector<uint8_t>(s.store->get(k));
+  out[0] = static_cast<double>(reinterpret_cast<uintptr_t>(bytes));
+  out[1] = static_cast<double>(bytes->size());
+  VT_CATCH
+}
+
+VT_API int32_t vt_dist_bytes_read(void* bytes, uint8_t* dst, int64_t capacity) {
+  VT_TRY
+  TORCH_CHECK(bytes != nullptr, "use of freed bytes");
+  auto* v = static_cast<std::vector<uint8_t>*>(bytes);
+  TORCH_CHECK(static_cast<int64_t>(v->size()) <= capacity, "buffer of ", capacity, " bytes for ", v->size());
+  if (!v->empty()) std::memcpy(dst, v->data(), v->size());
+  VT_CATCH
+}
+
+VT_API void vt_dist_bytes_free(void* bytes) {
+  VT_TRY
+  delete static_cast<std::vector<uint8_t>*>(bytes);
+  VT_CATCH_VOID
+}
+
+VT_API void vt_dist_store_free(void* store) {
+  VT_TRY
+  delete static_cast<DistStore*>(store);
+  VT_CATCH_VOID
+}
+
+// ---- process group --------------------------------------------------------------------
+
+// A process group over `store` (which it keeps alive; its keys go under "vagen_pg/").
+// backend: 0 Gloo, 1 NCCL. device: NCCL's CUDA device for this rank (made current; -1:
+// the current one). gloo_device_spec: see gloo_devices() above. The constructor is itself a
+// rendezvous: it returns once every rank has connected, or throws after the timeout.
+// out: [group handle].
+VT_API int32_t vt_dist_pg_new(void* store, int32_t backend, int32_t rank, int32_t world_size, int64_t timeout_ms,
+                              int32_t device, const char* gloo_device_spec, double* out) {
+  VT_TRY
+  auto& s = store_of(store);
+  TORCH_CHECK(world_size >= 1, "world size must be at least 1, got ", world_size);
+  TORCH_CHECK(rank >= 0 && rank < world_size, "rank ", rank, " is outside the world of ", world_size);
+  TORCH_CHECK(timeout_ms > 0, "timeout must be positive, got ", timeout_ms, " ms");
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("vagen_pg", s.store);
+  auto timeout = millis(timeout_ms);
+  c10::intrusive_ptr<Group> pg;
+  int32_t nccl_device = -1;
+  if (backend == kGloo) {
+#ifdef VT_DIST_GLOO
+    auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+    opts->devices = gloo_devices(std::string(gloo_device_spec));
+    pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, world_size, opts);
+#else
+    (void)gloo_device_spec;
+    TORCH_CHECK(false, "this build of vagen's libtorch shim has no Gloo (left out with VAGEN_GLOO=0, or libtorch ",
+                TORCH_VERSION, " without Gloo's headers: install them, on Debian libgloo-dev, and rebuild the shim)");
+#endif
+  } else if (backend == kNccl) {
+#ifdef VT_DIST_NCCL
+    if (device >= 0) c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
+    nccl_device = device >= 0 ? device : static_cast<int32_t>(c10::cuda::current_device());
+    // Blocking wait: Work::wait() blocks the host until the collective finished and
+    // throws once it outlives the timeout (without it, wait() only orders streams and a
+    // hang is left to the watchdog, which ends the process). An explicit setting wins.
+#if VT_TORCH_AT_LEAST(2, 2)
+    if (std::getenv("TORCH_NCCL_BLOCKING_WAIT") == nullptr && std::getenv("NCCL_BLOCKING_WAIT") == nullptr)
+      ::setenv("TORCH_NCCL_BLOCKING_WAIT", "1", 0);
+#else
+    if (std::getenv("NCCL_BLOCKING_WAIT") == nullptr) ::setenv("NCCL_BLOCKING_WAIT", "1", 0);
+#endif
+    auto opts = c10d::ProcessGroupNCCL::Options::create();
+    opts->timeout = timeout;
+    pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, rank, world_size, opts);
+#else
+    (void)device;
+    TORCH_CHECK(false, "this build of vagen's libtorch shim has no NCCL (it needs a CUDA build of libtorch 2.x and nccl.h "
+                       "when the shim is compiled; libtorch ", TORCH_VERSION, ")");
+#endif
+  } else {
+    TORCH_CHECK(false, "unknown backend code ", backend, " (0 gloo, 1 nccl)");
+  }
+  auto* g = new DistGroup{s.store, pg, backend, rank, world_size, nccl_device, timeout};
+  out[0] = static_cast<double>(reinterpret_cast<uintptr_t>(g));
+  VT_CATCH
+}
+
+// In place: every rank's tensor becomes the reduction over all ranks.
+VT_API int32_t vt_dist_all_reduce(void* group, void* tensor, int32_t op) {
+  VT_TRY
+  auto& g = group_of(group);
+  at::Tensor& t = T(tensor);
+  check_avg(op, t);
+  in_place(t, [&](at::Tensor& c) { all_reduce_contiguous(g, c, op); });
+  VT_CATCH
+}
+
+// One all-reduce per (dtype, device) over the tensors flattened into one buffer, each
+// written back in place.
+VT_API int32_t vt_dist_all_reduce_coalesced(void* group, const double* handles, int32_t n, int32_t op) {
+  VT_TRY
+  auto& g = group_of(group);
+  auto tensors = vt::tensors(handles, n);
+  for (auto& t : tensors) check_avg(op, t);
+  std::vector<bool> done(tensors.size(), false);
+  for (size_t i = 0; i < tensors.size(); i++) {
+    if (done[i]) continue;
+    std::vector<size_t> members;
+    for (size_t j = i; j < tensors.size(); j++) {
+      if (!done[j] && tensors[j].scalar_type() == tensors[i].scalar_type() && tensors[j].device() == tensors[i].device()) {
+        members.push_back(j);
+        done[j] = true;
+      }
+    }
+    std::vector<at::Tensor> flat;
+    flat.reserve(members.size());
+    for (size_t j : members) flat.push_back(tensors[j].reshape({-1}));
+    at::Tensor buffer = at::cat(flat);
+    all_reduce_contiguous(g, buffer, op);
+    int64_t offset = 0;
+    for (size_t j : members) {
+      at::Tensor& t = tensors[j];
+      t.copy_(buffer.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  }
+  VT_CATCH
+}
+
+// out[0..size): new tensors, out[r] = rank r's `tensor`.
+VT_API int32_t vt_dist_all_gather(void* group, void* tensor, double* out) {
+  VT_TRY
+  auto& g = group_of(group);
+  std::vector<at::Tensor> inputs{T(tensor).contiguous()};
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int32_t r = 0; r < g.size; r++) outputs[0].push_back(at::empty_like(inputs[0], at::MemoryFormat::Contiguous));
+  c10d::AllgatherOptions opts;
+  opts.timeout = g.timeout;
+  wait(g, g.pg->allgather(outputs, inputs, opts));
+  for (int32_t r = 0; r < g.size; r++) out[r] = vt::wrap(outputs[0][static_cast<size_t>(r)]);
+  VT_CATCH
+}
+
+// In place: every rank's tensor becomes rank `root`'s.
+VT_API int32_t vt_dist_broadcast(void* group, void* tensor, int32_t root) {
+  VT_TRY
+  auto& g = group_of(group);
+  TORCH_CHECK(root >= 0 && root < g.size, "broadcast root ", root, " is outside the group of ", g.size);
+  at::Tensor& t = T(tensor);
+  in_place(t, [&](at::Tensor& c) {
+    std::vector<at::Tensor> tensors{c};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    opts.rootTensor = 0;
+    opts.timeout = g.timeout;
+    wait(g, g.pg->broadcast(tensors, opts));
+  });
+  VT_CATCH
+}
+
+// `output` (in place) = the reduction over all ranks of their inputs[rank]; inputs holds
+// one tensor per rank, each shaped like output.
+VT_API int32_t vt_dist_reduce_scatter(void* group, void* output, const double* inputs, int32_t n, int32_t op) {
+  VT_TRY
+  auto& g = group_of(group);
+  at::Tensor& out = T(output);
+  TORCH_CHECK(n == g.size, "reduce_scatter needs one input per rank (", g.size, "), got ", n);
+  auto ins = vt::tensors(inputs, n);
+  check_avg(op, out);
+  for (int32_t r = 0; r < n; r++) {
+    TORCH_CHECK(ins[r].sizes() == out.sizes(), "reduce_scatter input ", r, " has shape ", ins[r].sizes(), ", the output ",
+                out.sizes());
+    TORCH_CHECK(ins[r].scalar_type() == out.scalar_type(), "reduce_scatter input ", r, " is ", ins[r].scalar_type(),
+                ", the output ", out.scalar_type());
+  }
+  if (g.backend == kGloo) {
+    // Gloo (1.13) has no reduce_scatter: all-reduce everything, keep this rank's chunk.
+    std::vector<at::Tensor> flat;
+    flat.reserve(ins.size());
+    for (auto& t : ins) flat.push_back(t.reshape({-1}));
+    at::Tensor buffer = at::cat(flat);
+    all_reduce_contiguous(g, buffer, op);
+    out.copy_(buffer.narrow(0, static_cast<int64_t>(g.rank) * out.numel(), out.numel()).view(out.sizes()));
+  } else {
+    in_place(out, [&](at::Tensor& c) {
+      std::vector<at::Tensor> outputs{c};
+      std::vector<std::vector<at::Tensor>> inputs_per_rank(1);
+      for (auto& t : ins) inputs_per_rank[0].push_back(t.contiguous());
+      c10d::ReduceScatterOptions opts;
+      opts.reduceOp = reduce_op(op, native_avg(g));
+      opts.timeout = g.timeout;
+      wait(g, g.pg->reduce_scatter(outputs, inputs_per_rank, opts));
+      finish_avg(g, op, c);
+    });
+  }
+  VT_CATCH
+}
+
+// Returns once every rank has entered the barrier (and, on Gloo, this rank's earlier
+// collectives have finished).
+VT_API int32_t vt_dist_barrier(void* group) {
+  VT_TRY
+  auto& g = group_of(group);
+  c10d::BarrierOptions opts;
+  if (g.device >= 0) opts.device_ids = {static_cast<int64_t>(g.device)};
+  opts.timeout = g.timeout;
+  wait(g, g.pg->barrier(opts));
+  VT_CATCH
+}
+
+// out: [backend code, rank, size, device, timeout ms].
+VT_API int32_t vt_dist_pg_info(void* group, double* out) {
+  VT_TRY
+  auto& g = group_of(group);
+  out[0] = g.backend;
+  out[1] = g.rank;
+  out[2] = g.size;
+  out[3] = g.device;
+  out[4] = static_cast<double>(g.timeout.count());
+  VT_CATCH
+}
+
+// Frees the group (its worker threads end once their queued work has; on Gloo that may
+// take up to the timeout when a peer is gone). The store lives on while its handle does.
+VT_API void vt_dist_pg_free(void* group) {
+  VT_TRY
+  delete static_cast<DistGroup*>(group);
+  VT_CATCH_VOID
+}
