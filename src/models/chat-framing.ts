@@ -5,8 +5,10 @@
  * A token-level conversation never re-renders its history; it appends each new message's
  * own text. That is only right when the template is prefix-stable: rendering the history
  * plus one message must begin with the rendering of the history alone. Every finder here
- * checks that and fails, naming the template, where it does not hold (templates that
- * rewrite earlier turns, e.g. by dropping past reasoning, cannot be continued this way).
+ * checks that and fails, naming the template, where it does not hold. A template that
+ * rewrites earlier turns (Qwen3 drops past reasoning) can still be framed when its family
+ * says which part of the history a new message's framing depends on
+ * (`FramingOptions.framingHistory`): the comparison then runs on that view.
  */
 import { VagenError } from "../core/errors.ts";
 import type { ChatTemplate, TemplateMessage, TemplateRole } from "./chat-template.ts";
@@ -17,24 +19,55 @@ import type { ChatTemplate, TemplateMessage, TemplateRole } from "./chat-templat
  */
 const REPLY_SENTINEL = "VAGEN_REPLY_CONTENT_7f3a91";
 
+export interface FramingOptions {
+  /** Extra template variables (bos_token, add_vision_id, enable_thinking, ...), as `ChatTemplate.render` takes them. */
+  variables?: Record<string, unknown>;
+  /**
+   * The history a new message is framed against; default: the history as it is. For a
+   * template that rewrites earlier turns when a later one arrives, the family passes the
+   * part of the history the framing of a new message depends on, so the rewriting never
+   * enters the comparison. Qwen3 renders an assistant turn after the last user query
+   * with a reasoning block and the same turn without one once another query follows;
+   * its user and system framing does not depend on assistant turns, so its view drops
+   * them. The conversation keeps the tokens it has either way (never re-rendered).
+   */
+  framingHistory?: (history: readonly TemplateMessage[]) => TemplateMessage[];
+  /**
+   * An assistant reply's content as the model writes it, which the template must write
+   * verbatim right after the generation prompt; default a plain sentinel. A reasoning
+   * model's reply begins with its reasoning block (Qwen3 in thinking mode: `<think>`,
+   * reasoning, `</think>`, the answer), which its template writes as it came.
+   */
+  replyProbe?: string;
+}
+
 export class ChatFraming {
+  private readonly variables: Record<string, unknown> | undefined;
+  private readonly view: (history: readonly TemplateMessage[]) => readonly TemplateMessage[];
+  private readonly replyProbe: string;
+
   constructor(
     readonly template: ChatTemplate,
-    /** Extra template variables (bos_token, add_vision_id, ...), as `ChatTemplate.render` takes them. */
-    private readonly variables?: Record<string, unknown>,
-  ) {}
+    options: FramingOptions = {},
+  ) {
+    this.variables = options.variables;
+    this.view = options.framingHistory ?? ((history) => history);
+    this.replyProbe = options.replyProbe ?? REPLY_SENTINEL;
+  }
 
   /** The text the template adds for `message` after `history` (a default system prompt included). */
   messageText(history: readonly TemplateMessage[], message: TemplateMessage): string {
-    const before = this.renderHistory(history);
-    const after = this.render([...history, message], false);
+    const seen = this.view(history);
+    const before = this.renderHistory(seen);
+    const after = this.render([...seen, message], false);
     return this.suffix(before, after, `one more ${message.role} message`);
   }
 
   /** The assistant header the template ends a prompt with (`add_generation_prompt`). */
   generationPromptText(history: readonly TemplateMessage[]): string {
-    const before = this.renderHistory(history);
-    const after = this.render(history, true);
+    const seen = this.view(history);
+    const before = this.renderHistory(seen);
+    const after = this.render(seen, true);
     return this.suffix(before, after, "the generation prompt");
   }
 
@@ -45,10 +78,12 @@ export class ChatFraming {
    * (an empty reasoning block, say) would make the record differ from what the model saw.
    */
   replyClosingText(history: readonly TemplateMessage[]): string {
-    const prompted = this.render(history, true);
-    const replied = this.render([...history, { role: "assistant" as TemplateRole, content: REPLY_SENTINEL }], false);
+    const seen = this.view(history);
+    const probe = this.replyProbe;
+    const prompted = this.render(seen, true);
+    const replied = this.render([...seen, { role: "assistant" as TemplateRole, content: probe }], false);
     const body = this.suffix(prompted, replied, "an assistant reply after the generation prompt");
-    const at = body.indexOf(REPLY_SENTINEL);
+    const at = body.indexOf(probe);
     if (at < 0) {
       throw new VagenError(
         `${this.template.origin}: the chat template does not write an assistant reply's content verbatim (rendered ${JSON.stringify(body.slice(0, 60))})`,
@@ -61,7 +96,7 @@ export class ChatFraming {
         "token-level conversations need the reply's content right after the generation prompt",
       );
     }
-    return body.slice(REPLY_SENTINEL.length);
+    return body.slice(probe.length);
   }
 
   /**

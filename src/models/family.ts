@@ -138,6 +138,12 @@ export interface ModelFamily extends PromptBuilder, FamilyDecoder {
 export interface LoadModelOptions {
   device: Device;
   dtype: DType;
+  /**
+   * Extra variables every chat-template rendering of the model gets, as keyword
+   * arguments to transformers' apply_chat_template (Qwen3: `enable_thinking: false`).
+   * Omitted: the template's own defaults, as transformers renders it.
+   */
+  chatTemplateVariables?: Readonly<Record<string, unknown>>;
 }
 
 /** Loads a model directory of one family. */

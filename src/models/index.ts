@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { VagenError } from "../core/errors.ts";
 import type { FamilyLoader, LoadModelOptions, ModelFamily } from "./family.ts";
 import { Qwen25VLChatModel } from "./qwen2_5_vl/chat-model.ts";
+import { Qwen3ChatModel } from "./qwen3/chat-model.ts";
 import { readJson } from "./tokenizer.ts";
 
 export type {
@@ -28,9 +29,14 @@ export { ValueHead } from "./value-head.ts";
 export { readPng } from "./image-io.ts";
 export { Qwen25VLModel } from "./qwen2_5_vl/model.ts";
 export { Qwen25VLChatModel } from "./qwen2_5_vl/chat-model.ts";
+export { Qwen3Model } from "./qwen3/model.ts";
+export { Qwen3ChatModel } from "./qwen3/chat-model.ts";
 
 /** model_type -> loader. */
-const FAMILIES = new Map<string, FamilyLoader>([["qwen2_5_vl", (dir, opts) => Qwen25VLChatModel.load(dir, opts)]]);
+const FAMILIES = new Map<string, FamilyLoader>([
+  ["qwen2_5_vl", (dir, opts) => Qwen25VLChatModel.load(dir, opts)],
+  ["qwen3", (dir, opts) => Qwen3ChatModel.load(dir, opts)],
+]);
 
 /** Registers (or replaces) the family that loads directories of this `model_type`. */
 export function registerModelFamily(modelType: string, load: FamilyLoader): void {

@@ -1,8 +1,9 @@
 /**
  * Item 8 of the seam: the engine's sampling log-probs equal the training forward's
- * log-probs of the same tokens (CPU, f32), so a PPO ratio starts at 1. Both fixtures,
- * text-only and image prompts sampled together at temperature 1 (the engine batches
- * them), then one padded training forward with gradients over prompt + sampled ids.
+ * log-probs of the same tokens (CPU, f32), so a PPO ratio starts at 1. Each fixture (the
+ * two Qwen2.5-VL ones with text-only and image prompts, the Qwen3 text one with single-
+ * and multi-turn chats) sampled together at temperature 1 (the engine batches them),
+ * then one padded training forward with gradients over prompt + sampled ids.
  *
  * f32 tolerance 1e-4: the two paths run the same decoder over the same weights; what
  * differs is the summation order (a KV-cached decode step against one causal pass,
@@ -17,11 +18,13 @@ import { FIXTURE_DIR } from "../models/fixture.ts";
 import { compareLogprobs, fixtureMessages, textMessages } from "./logprob-check.ts";
 
 const PARITY_DIR = join(import.meta.dir, "..", "fixtures", "qwen2_5_vl_parity");
+const QWEN3_DIR = join(import.meta.dir, "..", "fixtures", "qwen3_tiny");
 const TOLERANCE = 1e-4;
 
 for (const [fixture, dir, cases] of [
   ["tiny", FIXTURE_DIR, ["text", "one_image", "two_images"]],
   ["parity (perturbed weights)", PARITY_DIR, ["two_images", "text_first", "small30x40"]],
+  ["Qwen3 tiny (text family, q/k norms, tied head)", QWEN3_DIR, ["single", "multi_turn", "system"]],
 ] as const) {
   describe(`engine sampling log-probs = training forward log-probs (${fixture} fixture, CPU, f32)`, () => {
     let loaded: LoadedEngine;

@@ -1,9 +1,9 @@
 /**
  * The engine's sampling log-probs against the training forward's on CUDA (the CPU test is
- * test/engine/logprob-consistency.test.ts): both fixtures, text and image prompts sampled
- * together (prefill, then CUDA-graph decode steps with the fused slot-attention kernel),
- * then one padded training forward with gradients over prompt + sampled ids. Skipped
- * without a CUDA build of the shim and a GPU.
+ * test/engine/logprob-consistency.test.ts): each fixture (two Qwen2.5-VL, one Qwen3), its
+ * text and image prompts sampled together (prefill, then CUDA-graph decode steps with the
+ * fused slot-attention kernel), then one padded training forward with gradients over
+ * prompt + sampled ids. Skipped without a CUDA build of the shim and a GPU.
  *
  * Tolerances:
  * - bf16: max |diff| < 0.05 and mean |diff| < 0.01 per token. The two paths cannot
@@ -36,6 +36,7 @@ function cudaAvailable(): boolean {
 }
 
 const PARITY_DIR = join(import.meta.dir, "..", "fixtures", "qwen2_5_vl_parity");
+const QWEN3_DIR = join(import.meta.dir, "..", "fixtures", "qwen3_tiny");
 
 /**
  * Half-precision runs use math attention, as test/gpu/engine.test.ts does: with the
@@ -54,6 +55,7 @@ for (const { dtype, maxAbs, meanAbs } of RUNS) {
   for (const [fixture, dir, cases] of [
     ["tiny", FIXTURE_DIR, ["text", "one_image", "two_images"]],
     ["parity (perturbed weights)", PARITY_DIR, ["two_images", "text_first", "wide224x168"]],
+    ["Qwen3 tiny (text family)", QWEN3_DIR, ["single", "multi_turn", "system"]],
   ] as const) {
     describe.skipIf(!cudaAvailable())(`engine sampling log-probs = training forward log-probs (${fixture} fixture, CUDA, ${dtype})`, () => {
       const mathAttention = dtype !== "f32" && HALF_ATTENTION_IS_MATH;

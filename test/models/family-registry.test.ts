@@ -21,6 +21,7 @@ test("an unknown model_type names the file, the key and the registered types", (
     `${join(dir, "config.json")}: key "model_type": got "llama", expected one of ${supportedModelTypes().join(", ")}`,
   );
   expect(supportedModelTypes()).toContain("qwen2_5_vl");
+  expect(supportedModelTypes()).toContain("qwen3");
 });
 
 test("a registered family loads its model_type, and the engine runs it through the seam alone", async () => {

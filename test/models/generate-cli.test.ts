@@ -77,6 +77,27 @@ describe("vagen generate", () => {
   });
 });
 
+describe("vagen generate with the Qwen3 text family", () => {
+  const QWEN3_DIR = join(import.meta.dir, "..", "fixtures", "qwen3_tiny");
+  const refs = refsJson(QWEN3_DIR);
+
+  test("--json greedy output equals transformers' greedy tokens (thinking-mode prompt), up to and with <|im_end|>", async () => {
+    const greedy = refs.cases.single!.greedy!;
+    // The fixture's tenth greedy token is <|im_end|> (id 362): generation stops there.
+    const stop = greedy.indexOf(362);
+    expect(stop).toBe(9);
+    const { code, stdout } = await run(["generate", QWEN3_DIR, "--prompt", "Describe a sunny day.", "--max-tokens", "12", "--device", "cpu", "--json"]);
+    expect(code).toBe(0);
+    expect((JSON.parse(stdout) as { token_ids: number[] }).token_ids).toEqual(greedy.slice(0, stop + 1));
+  });
+
+  test("--image to a text family is a one-line error naming it", async () => {
+    const r = await run(["generate", QWEN3_DIR, "--prompt", "What is this?", "--image", join(FIXTURE_DIR, "images/a.png"), "--device", "cpu"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("error: message 1 (user) holds an image, but qwen3 is a text-only model family\n");
+  });
+});
+
 describe("vagen generate flag checks", () => {
   const dir = mkdtempSync(join(tmpdir(), "vagen-generate-"));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -22,6 +22,7 @@ import type { AttentionBackend } from "../attention.ts";
 import { ChatTemplate, toTemplateMessages } from "../chat-template.ts";
 import type { ConversationCodec } from "../conversation.ts";
 import type { LoadModelOptions, ModelFamily, ModelSpec, TrainingBatch, TrainingForwardOptions } from "../family.ts";
+import { chatEosTokenIds, generationEosTokenIds } from "../eos.ts";
 import { imageKey } from "../image-key.ts";
 import {
   DEFAULT_IMAGE_PROCESSOR,
@@ -47,6 +48,8 @@ export interface Qwen25VLChatModelOptions {
   generationEosTokenIds?: readonly number[];
   /** The name clients use for the model; default "qwen2_5_vl". */
   modelName?: string;
+  /** Extra chat template variables (add_vision_id, ...). */
+  templateVariables?: Readonly<Record<string, unknown>>;
 }
 
 export class Qwen25VLChatModel implements ModelFamily {
@@ -69,13 +72,8 @@ export class Qwen25VLChatModel implements ModelFamily {
     opts: Qwen25VLChatModelOptions = {},
   ) {
     this.modelName = opts.modelName ?? this.family;
-    this.processor = new Qwen25VLProcessor(tokenizer, template, imageOptions, model.config.imageTokenId);
-    const eos = new Set<number>([...model.config.eosTokenIds, ...(opts.generationEosTokenIds ?? [])]);
-    const imEnd = tokenizer.maybeTokenId("<|im_end|>");
-    if (imEnd !== undefined) eos.add(imEnd);
-    const cfgEos = tokenizer.configToken("eos_token");
-    if (cfgEos) eos.add(tokenizer.tokenId(cfgEos));
-    this.eosTokenIds = [...eos];
+    this.processor = new Qwen25VLProcessor(tokenizer, template, imageOptions, model.config.imageTokenId, opts.templateVariables);
+    this.eosTokenIds = chatEosTokenIds(tokenizer, model.config.eosTokenIds, opts.generationEosTokenIds ?? []);
     const pad = tokenizer.configToken("pad_token");
     this.padTokenId = pad ? tokenizer.tokenId(pad) : (this.eosTokenIds[0] ?? 0);
     this.tokenBytes = tokenizer.tokenBytes();
@@ -93,10 +91,11 @@ export class Qwen25VLChatModel implements ModelFamily {
       const imageOptions = existsSync(ppPath)
         ? imageProcessorOptions(validate(PreprocessorConfigSchema, readJson(ppPath), { file: ppPath }))
         : DEFAULT_IMAGE_PROCESSOR;
-      const genPath = join(dir, "generation_config.json");
-      const genEos = existsSync(genPath) ? readJson(genPath).eos_token_id : undefined;
-      const generationEosTokenIds = typeof genEos === "number" ? [genEos] : Array.isArray(genEos) ? (genEos as number[]) : [];
-      return new Qwen25VLChatModel(model, tokenizer, template, imageOptions, { generationEosTokenIds, modelName: basename(resolve(dir)) });
+      return new Qwen25VLChatModel(model, tokenizer, template, imageOptions, {
+        generationEosTokenIds: generationEosTokenIds(dir),
+        modelName: basename(resolve(dir)),
+        templateVariables: opts.chatTemplateVariables,
+      });
     } catch (err) {
       model.dispose();
       throw err;

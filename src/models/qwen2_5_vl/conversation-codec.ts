@@ -13,7 +13,8 @@ export class Qwen25VLConversationCodec implements ConversationCodec {
   readonly framing: ChatFraming;
 
   constructor(readonly processor: Qwen25VLProcessor) {
-    this.framing = new ChatFraming(processor.template);
+    const variables = processor.templateVariables && { ...processor.templateVariables };
+    this.framing = new ChatFraming(processor.template, { variables });
   }
 
   encodeText(text: string, images: readonly RGBImage[]): EncodedText {

@@ -13,6 +13,7 @@
 import * as torch from "../../torch/index.ts";
 import { dims2, dims3, type DType, type Device, type Tensor } from "../../torch/index.ts";
 import { VagenError } from "../../core/errors.ts";
+import { idsTensor } from "../batch.ts";
 import { loadWeights, type Weights } from "../weights.ts";
 import { loadQwen25VLConfig, type Qwen25VLConfig } from "./config.ts";
 import { checkImageTokens } from "./processor.ts";
@@ -164,16 +165,4 @@ export class Qwen25VLModel {
     for (const t of this.weights.values()) t.dispose();
     this.weights.clear();
   }
-}
-
-/** (B, T) host ids -> int64 tensor. */
-export function idsTensor(rows: readonly (readonly number[])[], device: Device): Tensor {
-  const B = rows.length;
-  const T = rows[0]?.length ?? 0;
-  const flat = new Float64Array(B * T);
-  rows.forEach((row, b) => {
-    if (row.length !== T) throw new Error(`row ${b} has ${row.length} ids, row 0 has ${T}: pad the batch first`);
-    flat.set(row, b * T);
-  });
-  return torch.tensor(flat, [B, T], { dtype: "i64", device });
 }

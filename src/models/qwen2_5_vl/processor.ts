@@ -39,6 +39,8 @@ export class Qwen25VLProcessor {
     readonly template: ChatTemplate,
     readonly imageOptions: ImageProcessorOptions,
     readonly imageTokenId: number,
+    /** Extra chat template variables (LoadModelOptions.chatTemplateVariables: add_vision_id, ...). */
+    readonly templateVariables?: Readonly<Record<string, unknown>>,
   ) {}
 
   /** Render messages with the chat template and encode them with their images. */
@@ -47,7 +49,8 @@ export class Qwen25VLProcessor {
     if (marked !== images.length) {
       throw new VagenError(`the messages mark ${marked} image(s) but ${images.length} image(s) were given`);
     }
-    const text = this.template.render(messages, { addGenerationPrompt: opts.addGenerationPrompt ?? true });
+    const variables = this.templateVariables && { ...this.templateVariables };
+    const text = this.template.render(messages, { addGenerationPrompt: opts.addGenerationPrompt ?? true, variables });
     return this.encodeText(text, images, opts);
   }
 

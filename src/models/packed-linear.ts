@@ -8,9 +8,9 @@
  * are the leaves a trainer marks `requiresGrad` (the packed tensor is not), and the
  * outputs are the same numbers either way up to GEMM rounding.
  */
-import * as torch from "../../torch/index.ts";
-import { F, dims2, type Tensor } from "../../torch/index.ts";
-import { requireWeight, type Weights } from "../weights.ts";
+import * as torch from "../torch/index.ts";
+import { F, dims2, type Tensor } from "../torch/index.ts";
+import { requireWeight, type Weights } from "./weights.ts";
 
 interface Linear {
   weight: Tensor;

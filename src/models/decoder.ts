@@ -1,0 +1,233 @@
+/**
+ * The decoder-only language model shared by the Qwen families: token embedding, decoder
+ * layers (RMSNorm, grouped-query attention with rotary embeddings, RMSNorm, gated SiLU
+ * MLP), final RMSNorm, and the LM head (tied or untied). What differs between families is
+ * data, not code: whether q/k/v carry biases (Qwen2, Qwen2.5-VL), whether q and k are
+ * RMS-normed per head before the rotation (Qwen3), and how many position axes the rotary
+ * tables read (rotary.ts: 1 for RoPE, 3 for M-RoPE).
+ *
+ * One path per layer, differentiable and batched:
+ *
+ *   q, k, v = qkv(norm1(x))                      (B, T, heads | kvHeads, headDim)
+ *   q, k = qNorm(q), kNorm(k)                    per head, over headDim (Qwen3 only)
+ *   x = x + o(attention.attend(q, k, v, rotary)) the backend owns k/v and the mask
+ *   x = x + down(silu(gate(norm2(x))) * up(norm2(x)))
+ *
+ * Each residual add is fused with the RMSNorm after it. Where k/v live and which keys a
+ * query sees is the `AttentionBackend`'s business (attention.ts): the engine's slot KV
+ * cache, or causal attention over the batch for a training forward. Weight names are the
+ * Hugging Face checkpoint's (`model.layers.N.self_attn.q_proj.weight`, ...).
+ */
+import * as torch from "../torch/index.ts";
+import { F, dims3, type Tensor } from "../torch/index.ts";
+import { causalAttention, type AttentionBackend } from "./attention.ts";
+import { PackedLinear } from "./packed-linear.ts";
+import { rotaryTables } from "./rotary.ts";
+import { requireWeight, type Weights } from "./weights.ts";
+
+/** The shapes and options of a decoder, normalised from a family's config.json. */
+export interface DecoderConfig {
+  vocabSize: number;
+  hiddenSize: number;
+  intermediateSize: number;
+  numLayers: number;
+  numHeads: number;
+  numKvHeads: number;
+  /** Per-head width; q_proj has numHeads * headDim outputs, which need not be hiddenSize. */
+  headDim: number;
+  rmsNormEps: number;
+  ropeTheta: number;
+  /** Rotary frequency pairs per position axis (rotary.ts), summing to headDim / 2. */
+  ropeSections: readonly number[];
+  tieWordEmbeddings: boolean;
+  /** q/k/v projections carry biases. */
+  qkvBias: boolean;
+  /** q and k go through a per-head RMSNorm (`self_attn.q_norm` / `k_norm`) before the rotation. */
+  qkNorm: boolean;
+}
+
+export interface DecoderInput {
+  /** (B, T, hidden) input embeddings. */
+  inputsEmbeds: Tensor;
+  /** (axes, B, T) integer positions, one row per rotary axis (ropeSections.length). */
+  positionIds: Tensor;
+  /**
+   * (B, T) with 1 for real tokens and 0 for padding, for the default causal attention.
+   * Omitted: every position is real. Exclusive with `attention`.
+   */
+  attentionMask?: Tensor;
+  /** Where attention runs; default: causal attention over the batch (`causalAttention`). */
+  attention?: AttentionBackend;
+  /** The default attention uses libtorch's math kernels instead of its fused ones. */
+  mathAttention?: boolean;
+}
+
+/** One decoder layer's weights, resolved from the weight map once. */
+interface DecoderLayer {
+  inputNorm: Tensor;
+  /** q, k, v projections, packed for inference. */
+  qkv: PackedLinear;
+  /** (headDim) per-head norms of q and k, when the family has them. */
+  qNorm?: Tensor;
+  kNorm?: Tensor;
+  o: Tensor;
+  postAttentionNorm: Tensor;
+  /** gate and up projections, packed for inference. */
+  gateUp: PackedLinear;
+  down: Tensor;
+}
+
+/** Weight maps already packed, so a second model over the same map reuses the packing. */
+const layersOf = new WeakMap<Weights, DecoderLayer[]>();
+
+/** The checkpoint names a decoder of this config reads, with their shapes. */
+export function decoderWeightShapes(c: DecoderConfig): [string, number[]][] {
+  const q = c.numHeads * c.headDim;
+  const kv = c.numKvHeads * c.headDim;
+  const shapes: [string, number[]][] = [
+    ["model.embed_tokens.weight", [c.vocabSize, c.hiddenSize]],
+    ["model.norm.weight", [c.hiddenSize]],
+  ];
+  if (!c.tieWordEmbeddings) shapes.push(["lm_head.weight", [c.vocabSize, c.hiddenSize]]);
+  for (let i = 0; i < c.numLayers; i++) {
+    const p = `model.layers.${i}`;
+    shapes.push(
+      [`${p}.self_attn.q_proj.weight`, [q, c.hiddenSize]],
+      [`${p}.self_attn.k_proj.weight`, [kv, c.hiddenSize]],
+      [`${p}.self_attn.v_proj.weight`, [kv, c.hiddenSize]],
+      [`${p}.self_attn.o_proj.weight`, [c.hiddenSize, q]],
+      [`${p}.mlp.gate_proj.weight`, [c.intermediateSize, c.hiddenSize]],
+      [`${p}.mlp.up_proj.weight`, [c.intermediateSize, c.hiddenSize]],
+      [`${p}.mlp.down_proj.weight`, [c.hiddenSize, c.intermediateSize]],
+      [`${p}.input_layernorm.weight`, [c.hiddenSize]],
+      [`${p}.post_attention_layernorm.weight`, [c.hiddenSize]],
+    );
+    if (c.qkvBias) shapes.push([`${p}.self_attn.q_proj.bias`, [q]], [`${p}.self_attn.k_proj.bias`, [kv]], [`${p}.self_attn.v_proj.bias`, [kv]]);
+    if (c.qkNorm) shapes.push([`${p}.self_attn.q_norm.weight`, [c.headDim]], [`${p}.self_attn.k_norm.weight`, [c.headDim]]);
+  }
+  return shapes;
+}
+
+export class Decoder {
+  private readonly layers: DecoderLayer[];
+  private readonly embedding: Tensor;
+  private readonly finalNorm: Tensor;
+  private readonly head: Tensor;
+
+  /**
+   * Resolves every weight once. q/k/v and gate/up are packed into one tensor each and
+   * their entries in `weights` replaced with views into the packed storage: nothing is
+   * copied twice and the names still work, so a checkpoint saves the same tensors and an
+   * optimizer updating a view in place updates what the packed GEMM reads. The map is
+   * read here only: replace a tensor in place (copy_), never by `weights.set`.
+   */
+  constructor(
+    readonly config: DecoderConfig,
+    private readonly weights: Weights,
+    /** Names the model in a missing-weight error. */
+    where = "language model",
+  ) {
+    const w = (name: string) => requireWeight(weights, name, where);
+    this.embedding = w("model.embed_tokens.weight");
+    this.finalNorm = w("model.norm.weight");
+    this.head = config.tieWordEmbeddings ? this.embedding : w("lm_head.weight");
+    this.layers = layersOf.get(weights) ?? this.resolveLayers(w);
+    layersOf.set(weights, this.layers);
+  }
+
+  private resolveLayers(w: (name: string) => Tensor): DecoderLayer[] {
+    const { qkvBias, qkNorm } = this.config;
+    return Array.from({ length: this.config.numLayers }, (_, i) => {
+      const a = `model.layers.${i}.self_attn`;
+      const m = `model.layers.${i}.mlp`;
+      return {
+        inputNorm: w(`model.layers.${i}.input_layernorm.weight`),
+        qkv: PackedLinear.pack(this.weights, [`${a}.q_proj`, `${a}.k_proj`, `${a}.v_proj`], { bias: qkvBias }),
+        qNorm: qkNorm ? w(`${a}.q_norm.weight`) : undefined,
+        kNorm: qkNorm ? w(`${a}.k_norm.weight`) : undefined,
+        o: w(`${a}.o_proj.weight`),
+        postAttentionNorm: w(`model.layers.${i}.post_attention_layernorm.weight`),
+        gateUp: PackedLinear.pack(this.weights, [`${m}.gate_proj`, `${m}.up_proj`], { bias: false }),
+        down: w(`${m}.down_proj.weight`),
+      };
+    });
+  }
+
+  /** Frees the packed storage (the views in the weight map go with the map). */
+  dispose(): void {
+    for (const layer of this.layers) {
+      layer.qkv.dispose();
+      layer.gateUp.dispose();
+    }
+    this.layers.length = 0;
+    layersOf.delete(this.weights);
+  }
+
+  /** (B, T) int64 ids -> (B, T, hidden). */
+  embed(inputIds: Tensor): Tensor {
+    return F.embedding(inputIds, this.embedding);
+  }
+
+  /** Final hidden states (B, T, hidden), after the last RMSNorm. */
+  forward(input: DecoderInput): Tensor {
+    if (input.attention && input.attentionMask) throw new Error("an attention backend replaces attentionMask; pass only one of them");
+    if (input.attention) return this.run(input.inputsEmbeds, input.positionIds, input.attention);
+    using attention = causalAttention({ attentionMask: input.attentionMask, forceMath: input.mathAttention });
+    return this.run(input.inputsEmbeds, input.positionIds, attention);
+  }
+
+  /** (..., vocab) logits; with tied embeddings the head is the embedding matrix. */
+  logits(hidden: Tensor): Tensor {
+    return F.linear(hidden, this.head);
+  }
+
+  private run(inputsEmbeds: Tensor, positionIds: Tensor, attention: AttentionBackend): Tensor {
+    const c = this.config;
+    const eps = c.rmsNormEps;
+    // Once per forward, not per layer.
+    const [cos, sin] = rotaryTables(positionIds, { headDim: c.headDim, theta: c.ropeTheta, sections: c.ropeSections }, inputsEmbeds.dtype);
+    const nextNorm = (i: number) => this.layers[i + 1]?.inputNorm ?? this.finalNorm;
+    // The residual stream and its normed copy travel together: each residual add is fused
+    // with the RMSNorm after it (the next sub-block's, or the final norm).
+    let residual = inputsEmbeds;
+    let normed = F.rmsNorm(inputsEmbeds, this.layers[0]!.inputNorm, eps);
+    this.layers.forEach((layer, i) => {
+      // Each layer's input is only this layer's: its handles go when the layer is done
+      // (autograd keeps what backward needs on the libtorch side). The embeddings are the
+      // caller's.
+      const residualIn = residual;
+      using _residual = residualIn === inputsEmbeds ? undefined : residualIn;
+      using normedIn = normed;
+      ({ sum: residual, normed } = torch.tidy(() => {
+        const attn = this.attention(i, layer, normedIn, cos, sin, attention);
+        const mid = F.addRmsNorm(attn, residualIn, layer.postAttentionNorm, eps);
+        const [gate, up] = layer.gateUp.forward(mid.normed);
+        const mlp = F.linear(F.siluMul(gate!, up!), layer.down);
+        return F.addRmsNorm(mlp, mid.sum, nextNorm(i), eps);
+      }));
+    });
+    if (residual !== inputsEmbeds) residual.dispose();
+    cos.dispose();
+    sin.dispose();
+    return normed;
+  }
+
+  /** q/k/v projections, attention through the backend, output projection: (B, T, hidden). */
+  private attention(i: number, layer: DecoderLayer, x: Tensor, cos: Tensor, sin: Tensor, backend: AttentionBackend): Tensor {
+    const c = this.config;
+    const eps = c.rmsNormEps;
+    const [B, T] = dims3(x, "decoder input");
+    const [q, k, v] = layer.qkv.forward(x);
+    const qHeads = q!.view(B, T, c.numHeads, c.headDim);
+    const kHeads = k!.view(B, T, c.numKvHeads, c.headDim);
+    const out = backend.attend(i, {
+      // Per-head norms come before the rotation, as in transformers' Qwen3Attention.
+      q: layer.qNorm ? F.rmsNorm(qHeads, layer.qNorm, eps) : qHeads,
+      k: layer.kNorm ? F.rmsNorm(kHeads, layer.kNorm, eps) : kHeads,
+      v: v!.view(B, T, c.numKvHeads, c.headDim),
+      cos,
+      sin,
+    }); // (B, heads, T, headDim)
+    return F.linear(out.transpose(1, 2).reshape([B, T, c.numHeads * c.headDim]), layer.o);
+  }
+}
