@@ -259,6 +259,11 @@ export const TrainerSection = v.strictObject({
   n_gpus_per_node: v.optional(positiveInt("n_gpus_per_node"), 1),
   /** Machines of the run; with more than one, each is launched with torchrun's variables. */
   nnodes: v.optional(positiveInt("nnodes"), 1),
+  /**
+   * ZeRO stage: 0, every rank holds AdamW's whole state; 1, each holds its share of the
+   * parameters' state (the optimizer's memory divided by the ranks; docs/distributed.md).
+   */
+  zero_stage: v.optional(v.picklist([0, 1], "0 or 1"), 0),
   /** How long a rank waits for the others (a collective, the exchange of a step's rows) before the run fails. */
   dist_timeout_s: v.optional(positive, 600),
   /** logger, tensorboard, project_name, experiment_name, log_image, ... (docs/logging.md). */

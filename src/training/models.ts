@@ -10,6 +10,7 @@ import { createEngine, type LoadedEngine } from "../engine/index.ts";
 import { loadModelFamily, type ModelFamily, type ValueHead } from "../models/index.ts";
 import type { TrainConfig } from "./config.ts";
 import { TrainingModel } from "./forward.ts";
+import type { RankContext } from "./ranks.ts";
 import { ParameterOptimizer, trainableWeights, type OptimizerSettings } from "./update.ts";
 
 export interface Models {
@@ -45,7 +46,8 @@ export function nonFiniteWeights(weights: Map<string, Tensor>, limit = 5): strin
   return bad;
 }
 
-export function loadModels(config: TrainConfig, useCritic: boolean, useReference: boolean): Models {
+/** `zero`: a data-parallel run's ranks when the optimizers shard their state (trainer.zero_stage 1). */
+export function loadModels(config: TrainConfig, useCritic: boolean, useReference: boolean, zero?: RankContext): Models {
   const load = (): ModelFamily => loadModelFamily(config.model.model_dir, { device: config.model.device, dtype: config.model.dtype });
   const actor = new TrainingModel(load());
   // A NaN in the starting weights would train on silently: every loss NaN, every step skipped.
@@ -54,7 +56,7 @@ export function loadModels(config: TrainConfig, useCritic: boolean, useReference
     actor.family.dispose();
     throw new VagenError(`${config.model.model_dir}: weights hold NaN or infinite values (${bad.join(", ")})`, "the model directory is corrupt or was saved from a diverged run");
   }
-  const actorOptim = new ParameterOptimizer(trainableWeights(actor.weights, actor.family, config.actor.freeze_vision_tower), optimizerSettings(config.actor.optim, config.trainer.total_steps));
+  const actorOptim = new ParameterOptimizer(trainableWeights(actor.weights, actor.family, config.actor.freeze_vision_tower), optimizerSettings(config.actor.optim, config.trainer.total_steps), zero);
   let critic: Models["critic"];
   if (useCritic) {
     const model = new TrainingModel(load());
@@ -62,7 +64,7 @@ export function loadModels(config: TrainConfig, useCritic: boolean, useReference
     // The critic never reads the LM head; leaving it out keeps AdamW from holding its moments.
     const named = new Map([...model.weights].filter(([name]) => name !== "lm_head.weight"));
     for (const [name, t] of head.entries()) named.set(name, t);
-    const optim = new ParameterOptimizer(trainableWeights(named, model.family, config.critic.freeze_vision_tower), optimizerSettings(config.critic.optim, config.trainer.total_steps));
+    const optim = new ParameterOptimizer(trainableWeights(named, model.family, config.critic.freeze_vision_tower), optimizerSettings(config.critic.optim, config.trainer.total_steps), zero);
     critic = { model, head, named, optim };
   }
   const reference = useReference ? new TrainingModel(load()) : undefined;

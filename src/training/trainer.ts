@@ -211,7 +211,7 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
   const harness = await createHarness(trainer.harness);
   // Data parallel on CUDA: each rank on its own GPU.
   const rankDevice = dp && config.model.device === "cuda" && ranks.group ? `cuda:${ranks.group.localRank}` : config.model.device;
-  const models = loadModels({ ...config, model: { ...config.model, device: rankDevice as TrainConfig["model"]["device"] } }, useCritic, useReference);
+  const models = loadModels({ ...config, model: { ...config.model, device: rankDevice as TrainConfig["model"]["device"] } }, useCritic, useReference, config.trainer.zero_stage === 1 ? ranks : undefined);
   let stateRewards: StateRewardScorers;
   try {
     const { family } = models.actor;
@@ -246,12 +246,12 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
   if (resumeFrom && resumeState) {
     const state = resumeState;
     const actorOpt = loadPart(join(resumeFrom, "actor"), models.actor.weights);
-    models.actorOptim.optimizer.loadStateDict(actorOpt);
+    models.actorOptim.loadStateDict(actorOpt);
     for (const t of actorOpt.tensors.values()) t.dispose();
     models.actorOptim.scheduler.setStep(state.actorSchedulerStep);
     if (models.critic) {
       const criticOpt = loadPart(join(resumeFrom, "critic"), models.critic.named);
-      models.critic.optim.optimizer.loadStateDict(criticOpt);
+      models.critic.optim.loadStateDict(criticOpt);
       for (const t of criticOpt.tensors.values()) t.dispose();
       models.critic.optim.scheduler.setStep(state.criticSchedulerStep ?? 0);
     }
@@ -295,10 +295,19 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
     torchRngState: torchRngHex(),
     run: identity,
   });
-  const parts = (): { actor: ModelPart; critic?: ModelPart } => ({
-    actor: { weights: models.actor.weights, optimizer: models.actorOptim.optimizer.stateDict() },
-    ...(models.critic ? { critic: { weights: models.critic.named, optimizer: models.critic.optim.optimizer.stateDict() } } : {}),
-  });
+  /** The models' parts of a checkpoint (under ZeRO every rank gathers the optimizer state with the others); `dispose` frees the gathered copies. */
+  const parts = (): { actor: ModelPart; critic?: ModelPart; dispose(): void } => {
+    const actorState = models.actorOptim.stateDict();
+    const criticState = models.critic?.optim.stateDict();
+    return {
+      actor: { weights: models.actor.weights, optimizer: actorState },
+      ...(models.critic && criticState ? { critic: { weights: models.critic.named, optimizer: criticState } } : {}),
+      dispose: () => {
+        actorState.dispose();
+        criticState?.dispose();
+      },
+    };
+  };
   /** Refuses to write weights that hold NaN or infinity: a checkpoint must be a state worth resuming. */
   const requireFiniteWeights = (step: number): void => {
     const bad = [...nonFiniteWeights(models.actor.weights), ...(models.critic ? nonFiniteWeights(models.critic.named) : [])];
@@ -313,7 +322,12 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
   const checkpoint = (step: number): void => {
     requireFiniteWeights(step);
     const t0 = performance.now();
-    lastCheckpoint = writer ? saveCheckpoint(ckptRoot, parts(), state(step), trainer.keep_checkpoints) : join(ckptRoot, `step_${step}`);
+    const written = parts();
+    try {
+      lastCheckpoint = writer ? saveCheckpoint(ckptRoot, written, state(step), trainer.keep_checkpoints) : join(ckptRoot, `step_${step}`);
+    } finally {
+      written.dispose();
+    }
     emit({ type: "checkpoint_saved", step, path: lastCheckpoint, seconds: (performance.now() - t0) / 1000, bestActor: false });
     loggers.checkpointSaved(step, lastCheckpoint);
   };

@@ -27,6 +27,7 @@ import { Rng } from "../core/rng.ts";
 import { policyForward, valueForward, type TrainingModel } from "./forward.ts";
 import type { ColumnName, StepBatch } from "./step-batch.ts";
 import { allReduceGradients, isLocalRow, sumOverRanks } from "./data-parallel.ts";
+import { ZeroShards } from "./zero.ts";
 import type { RankContext } from "./ranks.ts";
 
 export interface BatchingOptions {
@@ -114,18 +115,26 @@ export function trainableWeights(named: Map<string, Tensor>, family: Pick<ModelF
   return freezeVision ? new Map([...named].filter(([name]) => !family.isVisionWeight(name))) : named;
 }
 
-/** AdamW plus its schedule over a set of named parameters, with a checkpointable state. */
+/**
+ * AdamW plus its schedule over a set of named parameters, with a checkpointable state.
+ * With `zero` (a data-parallel run's ZeRO stage 1, see zero.ts) AdamW holds the state of
+ * this rank's share of the parameters only; `params` are always all of them.
+ */
 export class ParameterOptimizer {
   readonly optimizer: optim.AdamW;
   readonly scheduler: optim.LRScheduler;
+  readonly #all: Tensor[];
+  readonly #shards?: ZeroShards;
 
   constructor(
     readonly named: Map<string, Tensor>,
     settings: OptimizerSettings,
+    zero?: RankContext,
   ) {
-    const params = [...named.values()];
-    for (const p of params) p.requiresGrad_(true);
-    this.optimizer = new AdamW(params, { lr: settings.lr, weightDecay: settings.weightDecay, betas: settings.betas, eps: settings.eps });
+    this.#all = [...named.values()];
+    for (const p of this.#all) p.requiresGrad_(true);
+    this.#shards = zero && zero.world > 1 ? new ZeroShards(this.#all, zero) : undefined;
+    this.optimizer = new AdamW(this.#shards ? this.#shards.owned() : this.#all, { lr: settings.lr, weightDecay: settings.weightDecay, betas: settings.betas, eps: settings.eps });
     const schedule =
       settings.style === "cosine"
         ? warmupCosineSchedule({ warmupSteps: settings.warmupSteps, totalSteps: settings.totalSteps, minLrRatio: settings.minLrRatio })
@@ -133,8 +142,9 @@ export class ParameterOptimizer {
     this.scheduler = new LRScheduler(this.optimizer, schedule);
   }
 
+  /** Every parameter (under ZeRO too: gradients are whole on every rank). */
   get params(): Tensor[] {
-    return this.optimizer.params;
+    return this.#all;
   }
 
   zeroGrad(): void {
@@ -147,16 +157,34 @@ export class ParameterOptimizer {
   /**
    * Clip, step; returns the gradient norm before clipping and whether the step was taken.
    * A non-finite norm means a bad batch: the step is skipped rather than poison the
-   * weights (verl does the same); the caller counts skipped steps.
+   * weights (verl does the same); the caller counts skipped steps. Under ZeRO each rank
+   * steps its share and the parameters are then broadcast from their owners.
    */
   step(gradClip: number): { gradNorm: number; skipped: boolean } {
     const norm = clipGradNorm(this.params, gradClip);
     const value = norm.item();
     norm.dispose();
     const skipped = !Number.isFinite(value);
-    if (!skipped) this.optimizer.step();
+    if (!skipped) {
+      this.optimizer.step();
+      this.#shards?.broadcastParameters();
+    }
     this.zeroGrad();
     return { gradNorm: value, skipped };
+  }
+
+  /**
+   * The state a checkpoint holds: an unsharded AdamW's over all parameters (under ZeRO
+   * gathered from the owners: every rank must call it). `dispose` frees what gathering made.
+   */
+  stateDict(): { tensors: Record<string, Tensor>; metadata: Record<string, string>; dispose(): void } {
+    const local = this.optimizer.stateDict();
+    return this.#shards ? this.#shards.gather(local) : { ...local, dispose: () => {} };
+  }
+
+  /** Loads a checkpoint's (unsharded) state; under ZeRO this rank keeps its share. */
+  loadStateDict(state: { tensors: Map<string, Tensor> | Record<string, Tensor>; metadata: Record<string, string> }): void {
+    this.optimizer.loadStateDict(this.#shards ? this.#shards.select(state) : state);
   }
 
   dispose(): void {

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { spawn } from "bun";
 import * as torch from "../../src/torch/index.ts";
 import { rankItems } from "../../src/training/data-parallel.ts";
+import { partitionParameters } from "../../src/training/zero.ts";
 
 const CONFIG = join(import.meta.dir, "digit.yaml");
 const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
@@ -61,6 +62,14 @@ describe("rank shares", () => {
   });
 });
 
+describe("ZeRO-1 partition", () => {
+  test("largest first, each to the least loaded rank", () => {
+    // sizes 10, 7, 5, 3, 1 on 2 ranks: 10 -> 0, 7 -> 1, 5 -> 1 (7 < 10), 3 -> 0, 1 -> 1 (12 < 13)
+    expect(partitionParameters([10, 7, 5, 3, 1], 2)).toEqual([0, 1, 1, 0, 1]);
+    expect(partitionParameters([4, 4], 1)).toEqual([0, 0]);
+  });
+});
+
 describe("data parallel on 2 CPU ranks", () => {
   const root = mkdtempSync(join(tmpdir(), "vagen-dp-"));
   const one = join(root, "one");
@@ -88,6 +97,29 @@ describe("data parallel on 2 CPU ranks", () => {
     async () => {
       const resumed = join(root, "resumed");
       expect((await run(args(resumed, ["trainer.n_gpus_per_node=2", "trainer.total_steps=2"]))).code).toBe(0);
+      expect((await run(args(resumed))).code).toBe(0);
+      expectSameMetrics(metrics(one), metrics(resumed));
+    },
+    { timeout: 300_000 },
+  );
+
+  test(
+    "ZeRO-1 (optimizer state sharded) trains the same, and its checkpoint resumes on 1 rank exactly",
+    async () => {
+      const zero = join(root, "zero");
+      expect((await run(args(zero, ["trainer.n_gpus_per_node=2", "trainer.zero_stage=1"]))).code).toBe(0);
+      expectSameMetrics(metrics(one), metrics(zero));
+      for (const step of [1, 2]) {
+        expect(maxWeightDiff(join(one, "checkpoints", `step_${step}`, "actor"), join(zero, "checkpoints", `step_${step}`, "actor"))).toBeLessThanOrEqual(1e-5);
+        // the checkpoint's optimizer state is gathered into an unsharded AdamW's layout
+        const a = torch.safetensors.load(join(one, "checkpoints", `step_${step}`, "actor", "optimizer.safetensors"));
+        const b = torch.safetensors.load(join(zero, "checkpoints", `step_${step}`, "actor", "optimizer.safetensors"));
+        expect([...b.keys()].sort()).toEqual([...a.keys()].sort());
+        for (const [k, t] of a) expect(torch.tidy(() => t.sub(b.get(k)!).abs().max().item())).toBeLessThanOrEqual(1e-7);
+        for (const t of [...a.values(), ...b.values()]) t.dispose();
+      }
+      const resumed = join(root, "zero-resumed");
+      expect((await run(args(resumed, ["trainer.n_gpus_per_node=2", "trainer.zero_stage=1", "trainer.total_steps=2"]))).code).toBe(0);
       expect((await run(args(resumed))).code).toBe(0);
       expectSameMetrics(metrics(one), metrics(resumed));
     },

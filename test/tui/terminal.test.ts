@@ -113,7 +113,7 @@ describe.skipIf(!haveBinary || !haveScript)("the dashboard in the compiled binar
     // The table comes after the dashboard has given the screen back.
     const left = output.lastIndexOf(LEAVE_ALTERNATE_SCREEN);
     expect(left).toBeGreaterThan(0);
-    expect(output.slice(left)).toMatch(/env +episodes +success_rate/);
+    expect(output.slice(left)).toMatch(/env +episodes +success +reward/);
     expect(output.slice(left)).toContain(`summary: ${join(out, "summary.json")}`);
   }, 120_000);
 

@@ -1,0 +1,124 @@
+/**
+ * ZeRO stage 1 for data-parallel runs (`trainer.zero_stage: 1`): each rank keeps AdamW's
+ * state (moments, f32 master copies) for its share of the parameters only, so the
+ * optimizer's memory is divided by the number of ranks.
+ *
+ *   gradients   summed over the ranks (whole, on every rank: stage 1 does not shard them)
+ *   clip        over the whole gradient, the same on every rank
+ *   step        each rank steps the parameters it owns
+ *   parameters  each is broadcast from its owner, so every rank holds the whole model
+ *
+ * Parameters are dealt to ranks by size, largest first, each to the rank with the fewest
+ * elements so far. A checkpoint holds the whole state in the layout of an unsharded
+ * AdamW over all parameters (gathered from the owners when it is written), so it resumes
+ * on any number of ranks.
+ */
+import * as torch from "../torch/index.ts";
+import type { Tensor } from "../torch/index.ts";
+import type { RankContext } from "./ranks.ts";
+
+/** owner[i]: the rank that steps parameter i. */
+export function partitionParameters(sizes: readonly number[], world: number): number[] {
+  const load = new Array<number>(world).fill(0);
+  const owner = new Array<number>(sizes.length).fill(0);
+  const order = sizes.map((n, i) => ({ n, i })).sort((a, b) => b.n - a.n || a.i - b.i);
+  for (const { n, i } of order) {
+    let best = 0;
+    for (let r = 1; r < world; r++) if (load[r]! < load[best]!) best = r;
+    owner[i] = best;
+    load[best]! += n;
+  }
+  return owner;
+}
+
+/** The dtype AdamW keeps a parameter's moments in (f32 for 16-bit parameters, as its f32 state does). */
+function momentDtype(p: Tensor): Tensor["dtype"] {
+  return p.dtype === "bf16" || p.dtype === "f16" ? "f32" : p.dtype;
+}
+
+type OptimizerState = { tensors: Record<string, Tensor>; metadata: Record<string, string> };
+
+/** The parameters' sharding over the ranks and the collectives that tie the shares together. */
+export class ZeroShards {
+  readonly owner: number[];
+  /** Global index -> index in this rank's optimizer (undefined where another rank owns it). */
+  readonly local: (number | undefined)[];
+
+  constructor(
+    readonly params: readonly Tensor[],
+    readonly ranks: RankContext,
+  ) {
+    this.owner = partitionParameters(params.map((p) => p.numel()), ranks.world);
+    let next = 0;
+    this.local = this.owner.map((r) => (r === ranks.rank ? next++ : undefined));
+  }
+
+  /** The parameters this rank steps, in global order. */
+  owned(): Tensor[] {
+    return this.params.filter((_, i) => this.owner[i] === this.ranks.rank);
+  }
+
+  /** Every parameter from its owner, after the owners stepped. */
+  broadcastParameters(): void {
+    const group = this.ranks.group;
+    if (!group) return;
+    torch.noGrad(() => this.params.forEach((p, i) => group.broadcast(p, this.owner[i]!)));
+  }
+
+  /**
+   * The whole optimizer state from this rank's share: every moment (and master copy)
+   * broadcast from its owner, step counts summed; keys and metadata as an unsharded AdamW
+   * over all parameters writes them.
+   */
+  gather(localState: OptimizerState): OptimizerState & { dispose(): void } {
+    const group = this.ranks.group!;
+    const created: Tensor[] = [];
+    const tensors: Record<string, Tensor> = {};
+    const localSteps = JSON.parse(localState.metadata.steps ?? "[[]]") as number[][];
+    const steps = new Float64Array(this.params.length);
+    // which owners hold a master copy (made at a parameter's first step)
+    const masters = new Float64Array(this.params.length);
+    this.params.forEach((_, i) => {
+      const li = this.local[i];
+      if (li === undefined) return;
+      steps[i] = localSteps[0]?.[li] ?? 0;
+      masters[i] = localState.tensors[`0.${li}.master`] ? 1 : 0;
+    });
+    // on the parameters' device: Gloo reduces host tensors, NCCL device ones
+    const flags = torch.tensor(Float64Array.from([...steps, ...masters]), [2 * this.params.length], { dtype: "f64", device: this.params[0]!.device });
+    group.allReduce(flags, "sum");
+    const summed = torch.tidy(() => flags.to({ device: "cpu" }).toFloat64Array());
+    flags.dispose();
+    this.params.forEach((p, i) => {
+      const li = this.local[i];
+      const names = ["exp_avg", "exp_avg_sq", ...(summed[this.params.length + i]! > 0 ? ["master"] : [])];
+      for (const name of names) {
+        const mine = li === undefined ? undefined : localState.tensors[`0.${li}.${name}`];
+        const t = mine ? torch.keep(mine.clone()) : torch.keep(torch.zeros(p.shape, { dtype: name === "master" ? "f32" : momentDtype(p), device: p.device }));
+        group.broadcast(t, this.owner[i]!);
+        created.push(t);
+        tensors[`0.${i}.${name}`] = t;
+      }
+    });
+    const metadata = { ...localState.metadata, steps: JSON.stringify([Array.from(summed.subarray(0, this.params.length))]) };
+    return { tensors, metadata, dispose: () => created.forEach((t) => t.dispose()) };
+  }
+
+  /** This rank's share of a whole (unsharded) state: its parameters' entries, renumbered. */
+  select(full: { tensors: Map<string, Tensor> | Record<string, Tensor>; metadata: Record<string, string> }): { tensors: Map<string, Tensor>; metadata: Record<string, string> } {
+    const get = (k: string) => (full.tensors instanceof Map ? full.tensors.get(k) : full.tensors[k]);
+    const tensors = new Map<string, Tensor>();
+    const steps = JSON.parse(full.metadata.steps ?? "[[]]") as number[][];
+    const mine: number[] = [];
+    this.params.forEach((_, i) => {
+      const li = this.local[i];
+      if (li === undefined) return;
+      for (const name of ["exp_avg", "exp_avg_sq", "master"]) {
+        const t = get(`0.${i}.${name}`);
+        if (t) tensors.set(`0.${li}.${name}`, t);
+      }
+      mine.push(steps[0]?.[i] ?? 0);
+    });
+    return { tensors, metadata: { ...full.metadata, steps: JSON.stringify([mine]) } };
+  }
+}
