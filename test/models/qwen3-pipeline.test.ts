@@ -1,6 +1,6 @@
 /**
  * The Qwen3 text family end to end through the family seam alone: `vagen train` (two
- * GRPO steps on the one-turn DigitEnv: rollouts on the engine over the actor's weights,
+ * PPO steps on the one-turn DigitEnv: rollouts on the engine over the actor's weights,
  * token-level conversations in Qwen3's chat format, the training forward, an update),
  * `vagen export` of a step (the HF layout: Qwen3's config, tokenizer and template in
  * tokenizer_config.json, tied weights without an lm_head), and `vagen sft` on the
@@ -31,7 +31,9 @@ describe("Qwen3 through train, export and sft", () => {
     async () => {
       const dir = join(root, "train");
       await runTraining(
-        await loadTrainConfig(DIGIT, [`model.model_dir=${QWEN3_DIR}`, `trainer.output_dir=${dir}`, "trainer.total_steps=2", "data.max_response_length=4"]),
+        // PPO with a critic: its advantages are never all zero, as GRPO's are when every
+        // group's rewards happen to be equal, so the weights move whatever was sampled
+        await loadTrainConfig(DIGIT, [`model.model_dir=${QWEN3_DIR}`, `trainer.output_dir=${dir}`, "trainer.total_steps=2", "data.max_response_length=4", "algorithm.adv_estimator=default_gae"]),
       );
       const out = join(dir, "exported");
       exportCheckpoint(join(dir, "checkpoints", "step_2"), out);
