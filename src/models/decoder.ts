@@ -17,10 +17,15 @@
  * query sees is the `AttentionBackend`'s business (attention.ts): the engine's slot KV
  * cache, or causal attention over the batch for a training forward. Weight names are the
  * Hugging Face checkpoint's (`model.layers.N.self_attn.q_proj.weight`, ...).
+ *
+ * A LoRA adapter attached to the weight map (lora.ts) adds its low-rank path after each
+ * projection it targets, in every forward (engine and training alike); the base weights
+ * are never changed for it.
  */
 import * as torch from "../torch/index.ts";
 import { F, dims3, type Tensor } from "../torch/index.ts";
 import { causalAttention, type AttentionBackend } from "./attention.ts";
+import { adapterOf, type LoraAdapter, type LoraModule } from "./lora.ts";
 import { PackedLinear } from "./packed-linear.ts";
 import { rotaryTables } from "./rotary.ts";
 import { requireWeight, type Weights } from "./weights.ts";
@@ -187,6 +192,8 @@ export class Decoder {
     // Once per forward, not per layer.
     const [cos, sin] = rotaryTables(positionIds, { headDim: c.headDim, theta: c.ropeTheta, sections: c.ropeSections }, inputsEmbeds.dtype);
     const nextNorm = (i: number) => this.layers[i + 1]?.inputNorm ?? this.finalNorm;
+    // The LoRA adapter on these weights, if any (switched off for a reference forward).
+    const lora = adapterOf(this.weights);
     // The residual stream and its normed copy travel together: each residual add is fused
     // with the RMSNorm after it (the next sub-block's, or the final norm).
     let residual = inputsEmbeds;
@@ -199,10 +206,12 @@ export class Decoder {
       using _residual = residualIn === inputsEmbeds ? undefined : residualIn;
       using normedIn = normed;
       ({ sum: residual, normed } = torch.tidy(() => {
-        const attn = this.attention(i, layer, normedIn, cos, sin, attention);
+        const adapt = adapted(lora, i);
+        const attn = this.attention(i, layer, normedIn, cos, sin, attention, adapt);
         const mid = F.addRmsNorm(attn, residualIn, layer.postAttentionNorm, eps);
         const [gate, up] = layer.gateUp.forward(mid.normed);
-        const mlp = F.linear(F.siluMul(gate!, up!), layer.down);
+        const act = F.siluMul(adapt("gate_proj", mid.normed, gate!), adapt("up_proj", mid.normed, up!));
+        const mlp = adapt("down_proj", act, F.linear(act, layer.down));
         return F.addRmsNorm(mlp, mid.sum, nextNorm(i), eps);
       }));
     });
@@ -213,21 +222,33 @@ export class Decoder {
   }
 
   /** q/k/v projections, attention through the backend, output projection: (B, T, hidden). */
-  private attention(i: number, layer: DecoderLayer, x: Tensor, cos: Tensor, sin: Tensor, backend: AttentionBackend): Tensor {
+  private attention(i: number, layer: DecoderLayer, x: Tensor, cos: Tensor, sin: Tensor, backend: AttentionBackend, adapt: Adapt): Tensor {
     const c = this.config;
     const eps = c.rmsNormEps;
     const [B, T] = dims3(x, "decoder input");
-    const [q, k, v] = layer.qkv.forward(x);
-    const qHeads = q!.view(B, T, c.numHeads, c.headDim);
-    const kHeads = k!.view(B, T, c.numKvHeads, c.headDim);
+    const [q0, k0, v0] = layer.qkv.forward(x);
+    const q = adapt("q_proj", x, q0!);
+    const k = adapt("k_proj", x, k0!);
+    const v = adapt("v_proj", x, v0!);
+    const qHeads = q.view(B, T, c.numHeads, c.headDim);
+    const kHeads = k.view(B, T, c.numKvHeads, c.headDim);
     const out = backend.attend(i, {
       // Per-head norms come before the rotation, as in transformers' Qwen3Attention.
       q: layer.qNorm ? F.rmsNorm(qHeads, layer.qNorm, eps) : qHeads,
       k: layer.kNorm ? F.rmsNorm(kHeads, layer.kNorm, eps) : kHeads,
-      v: v!.view(B, T, c.numKvHeads, c.headDim),
+      v: v.view(B, T, c.numKvHeads, c.headDim),
       cos,
       sin,
     }); // (B, heads, T, headDim)
-    return F.linear(out.transpose(1, 2).reshape([B, T, c.numHeads * c.headDim]), layer.o);
+    const heads = out.transpose(1, 2).reshape([B, T, c.numHeads * c.headDim]);
+    return adapt("o_proj", heads, F.linear(heads, layer.o));
   }
+}
+
+/** A projection's output `y` of input `x`, with layer i's adapter path added where one applies. */
+type Adapt = (module: LoraModule, x: Tensor, y: Tensor) => Tensor;
+
+function adapted(lora: LoraAdapter | undefined, layer: number): Adapt {
+  if (!lora?.enabled) return (_module, _x, y) => y;
+  return (module, x, y) => lora.apply(layer, module, x, y);
 }

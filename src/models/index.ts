@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { VagenError } from "../core/errors.ts";
 import type { FamilyLoader, LoadModelOptions, ModelFamily } from "./family.ts";
 import { Qwen25VLChatModel } from "./qwen2_5_vl/chat-model.ts";
+import { qwen25VLPeftModuleName } from "./qwen2_5_vl/weights.ts";
 import { Qwen3ChatModel } from "./qwen3/chat-model.ts";
 import { readJson } from "./tokenizer.ts";
 
@@ -26,6 +27,7 @@ export { causalAttention, rotated, type AttentionBackend, type AttentionInput } 
 export { TextTokenizer } from "./tokenizer.ts";
 export { ChatTemplate, toTemplateMessages, type TemplateMessage, type TemplateContentPart } from "./chat-template.ts";
 export { ValueHead } from "./value-head.ts";
+export { LoraAdapter, LORA_MODULES, PEFT_PREFIX, adapterOf, attachAdapter, loraModulePath, loraTargets, loraWeightNames, type LoraModule, type LoraSettings } from "./lora.ts";
 export { readPng } from "./image-io.ts";
 export { Qwen25VLModel } from "./qwen2_5_vl/model.ts";
 export { Qwen25VLChatModel } from "./qwen2_5_vl/chat-model.ts";
@@ -37,6 +39,19 @@ const FAMILIES = new Map<string, FamilyLoader>([
   ["qwen2_5_vl", (dir, opts) => Qwen25VLChatModel.load(dir, opts)],
   ["qwen3", (dir, opts) => Qwen3ChatModel.load(dir, opts)],
 ]);
+
+/**
+ * model_type -> how PEFT names a decoder module (`model.layers.0.self_attn.q_proj` in
+ * vagen's checkpoint names) over transformers' model class, where the two differ.
+ */
+const PEFT_MODULE_NAMES = new Map<string, (path: string) => string>([["qwen2_5_vl", qwen25VLPeftModuleName]]);
+
+/** The module namer of the model directory's family for PEFT adapter keys (identity where the names agree). */
+export function peftModuleNamer(dir: string): (path: string) => string {
+  const cfgPath = join(dir, "config.json");
+  if (!existsSync(cfgPath)) throw new VagenError(`${cfgPath}: file not found`, "pass a Hugging Face model directory (config.json, *.safetensors, tokenizer.json)");
+  return PEFT_MODULE_NAMES.get(String(readJson(cfgPath).model_type)) ?? ((path) => path);
+}
 
 /** Registers (or replaces) the family that loads directories of this `model_type`. */
 export function registerModelFamily(modelType: string, load: FamilyLoader): void {

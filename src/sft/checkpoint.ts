@@ -54,9 +54,12 @@ export function saveSftCheckpoint(root: string, model: TrainingModel, optimizer:
   );
 }
 
-/** The checkpoint's actor as a model directory at `out`, the base model's other files beside it. */
+/**
+ * The checkpoint's actor as a model directory at `out`, the base model's other files
+ * beside it (a LoRA run's adapter merged in, so final/ loads as any model does).
+ */
 export function writeFinalModel(checkpoint: string, baseModelDir: string, out: string): string {
-  return exportCheckpoint(checkpoint, out, { base: baseModelDir, force: true }).out;
+  return exportCheckpoint(checkpoint, out, { base: baseModelDir, force: true, merge: true }).out;
 }
 
 /** `output_dir/config.yaml`, written whole or not at all. */

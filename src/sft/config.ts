@@ -24,6 +24,7 @@
 import * as v from "valibot";
 import { type ConfigKind, type ResolvedConfig, resolveConfig, resolveConfigPath, validateResolved } from "../config/index.ts";
 import { VagenError } from "../core/errors.ts";
+import { loraEntries } from "../training/lora-config.ts";
 
 const positiveInt = (what: string) => v.pipe(v.number(), v.integer(`${what}: an integer`), v.minValue(1, `${what} >= 1`));
 const nonNegative = (what: string) => v.pipe(v.number(), v.minValue(0, `${what} >= 0`));
@@ -116,6 +117,8 @@ export const SftTrainConfig = v.strictObject({
    * random vision tower loses what tells board cells apart (docs/demo.md).
    */
   freeze_vision_tower: v.optional(v.boolean(), false),
+  /** LoRA, as `vagen train`'s actor section (src/training/lora-config.ts): lora_rank > 0 trains adapters only. */
+  ...loraEntries,
   /**
    * Label smoothing of the cross-entropy (PyTorch's label_smoothing): the target keeps
    * 1 - e of its weight and e spreads over the vocabulary, so the warm start stays less

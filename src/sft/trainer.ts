@@ -22,6 +22,8 @@ import { resolveDevice } from "../engine/load.ts";
 import type { ConversationRecord } from "../models/conversation.ts";
 import { loadModelFamily } from "../models/index.ts";
 import { removeStaleCheckpointTemporaries } from "../training/checkpoint.ts";
+import { loraSettingsOf } from "../training/lora-config.ts";
+import { attachNewAdapter, releaseAdapter } from "../training/lora.ts";
 import { TrainingModel } from "../training/forward.ts";
 import { trainableWeights } from "../training/update.ts";
 import { saveSftCheckpoint, writeFinalModel, writeSftConfig } from "./checkpoint.ts";
@@ -75,7 +77,10 @@ export async function runSft(config: SftConfig, onEvent: (event: SftEvent) => vo
   const checkpointRoot = join(config.output_dir, "checkpoints");
   removeStaleCheckpointTemporaries(checkpointRoot);
   writeSftConfig(config);
-  const model = new TrainingModel(loadModelFamily(config.model_dir, { device: resolveDevice(config.device), dtype: config.dtype }));
+  const family = loadModelFamily(config.model_dir, { device: resolveDevice(config.device), dtype: config.dtype });
+  // With LoRA only the adapter trains and checkpoints; final/ is the merged model.
+  const lora = loraSettingsOf(config.train, config.seed);
+  const model = new TrainingModel(family, lora && { train: attachNewAdapter(family, lora) });
   try {
     const codec = model.family.conversationCodec();
     const replies = { encode: (text: string) => model.family.tokenizer.encode(text) };
@@ -89,6 +94,7 @@ export async function runSft(config: SftConfig, onEvent: (event: SftEvent) => vo
     onEvent({ type: "finished", steps: result.steps, finalDir, seconds: (performance.now() - started) / 1000 });
     return { modelDir: finalDir, checkpoint: result.checkpoint!, steps: result.steps, finalLoss: result.finalLoss };
   } finally {
+    releaseAdapter(model.family);
     model.family.dispose();
   }
 }

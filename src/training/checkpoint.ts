@@ -168,15 +168,36 @@ export function loadPart(dir: string, into: Map<string, Tensor>): { tensors: Map
   try {
     for (const [name, t] of into) {
       const src = stored.get(name);
-      if (!src) throw new VagenError(`${dir}: checkpoint lacks weight "${name}"`);
+      if (!src) throw new VagenError(`${dir}: checkpoint lacks weight "${name}"`, loraMismatchHint(name, stored));
+      // copy_ broadcasts: a rank-1 adapter would fill a rank-8 one without a word
+      if (src.shape.join(",") !== t.shape.join(",")) {
+        throw new VagenError(`${dir}: weight "${name}" has shape [${src.shape.join(", ")}], the run's has [${t.shape.join(", ")}]`, loraMismatchHint(name, stored));
+      }
       torch.noGrad(() => t.copy_(src));
     }
+    // An adapter the run would not load (another target_modules) would be dropped silently.
+    const dropped = [...stored.keys()].find((name) => isLoraName(name) && !into.has(name));
+    if (dropped) throw new VagenError(`${dir}: checkpoint holds adapter weight "${dropped}", which the run has no module for`, "resume with the actor.lora_rank and actor.target_modules it was trained with");
   } finally {
     for (const t of stored.values()) t.dispose();
   }
   const optPath = join(dir, "optimizer.safetensors");
   const header = safetensors.readHeader(optPath);
   return { tensors: safetensors.load(optPath), metadata: header.metadata };
+}
+
+/** A LoRA adapter's weight, by PEFT's names. */
+function isLoraName(name: string): boolean {
+  return /\.lora_[AB]\.weight$/.test(name);
+}
+
+/** Why a weight may be missing: the checkpoint was trained with LoRA and the run is not, or the other way round. */
+function loraMismatchHint(missing: string, stored: ReadonlyMap<string, Tensor>): string | undefined {
+  const storedLora = [...stored.keys()].some(isLoraName);
+  if (isLoraName(missing) && !storedLora) return "the checkpoint holds full weights (trained without LoRA): resume with actor.lora_rank=0, or start afresh";
+  if (!isLoraName(missing) && storedLora) return "the checkpoint holds a LoRA adapter: resume with the actor.lora_rank and actor.target_modules it was trained with";
+  if (isLoraName(missing)) return "the checkpoint's adapter covers other modules or another rank: resume with the actor.lora_rank and actor.target_modules it was trained with";
+  return undefined;
 }
 
 /** The default CPU generator's state as hex, and back. */

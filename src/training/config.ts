@@ -28,6 +28,7 @@ import * as v from "valibot";
 import { createEnv, isImportPath as isEnvImportPath } from "../../envs/registry.ts";
 import { splitStateReward } from "../rewards/index.ts";
 import { prepareStateRewards } from "./state-rewards.ts";
+import { loraEntries } from "./lora-config.ts";
 import {
   type ConfigKind,
   type ResolvedConfig,
@@ -200,6 +201,8 @@ const updateEntries = {
 export const ActorSection = v.strictObject({
   optim: v.optional(OptimSection, {}),
   ...updateEntries,
+  /** LoRA (lora-config.ts): with lora_rank > 0 only the adapters train and the reference is the base. */
+  ...loraEntries,
   clip_ratio: v.optional(unit, 0.2),
   clip_ratio_low: v.optional(v.nullable(unit)),
   clip_ratio_high: v.optional(v.nullable(nonNegative)),

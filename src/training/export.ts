@@ -9,6 +9,9 @@
  * renamed into place, so a failed export leaves nothing half-written; the target is
  * checked first (`export-target.ts`): one that holds anything is replaced only with
  * `force`, and the checkpoint or the base model never.
+ *
+ * A LoRA run's checkpoint holds only the adapter: it exports as a PEFT adapter folder,
+ * or with `merge` as the base model with the adapter merged in (export-lora.ts).
  */
 import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -16,6 +19,7 @@ import YAML from "yaml";
 import { VagenError } from "../core/errors.ts";
 import { safetensors, type DType, type Tensor } from "../torch/index.ts";
 import * as torch from "../torch/index.ts";
+import { adapterFromCheckpoint, isAdapterWeights, loraAlphaOf, mergedWeights, writePeftAdapter } from "./export-lora.ts";
 import { checkExportTarget, replaceWithStaged, stagingDirFor } from "./export-target.ts";
 
 /** Files of a model directory other than its weights. */
@@ -74,6 +78,8 @@ export interface ExportOptions {
   dtype?: DType;
   /** Replace a target that is a file or a non-empty directory. */
   force?: boolean;
+  /** A LoRA checkpoint: write the full model with the adapter merged in, not the adapter folder. */
+  merge?: boolean;
 }
 
 export function exportCheckpoint(checkpoint: string, out: string, opts: ExportOptions = {}): { out: string; tensors: number } {
@@ -96,9 +102,24 @@ export function exportCheckpoint(checkpoint: string, out: string, opts: ExportOp
     tmp = stagingDirFor(target);
     // The critic's head never belongs to the policy.
     for (const name of [...weights.keys()]) if (name.startsWith("value_head.")) weights.get(name)!.dispose(), weights.delete(name);
-    const converted = opts.dtype ? new Map([...weights].map(([k, t]) => [k, torch.tidy(() => t.to(opts.dtype!))])) : weights;
-    safetensors.saveSharded(tmp, converted, { metadata: { format: "pt" } });
-    if (converted !== weights) for (const t of converted.values()) t.dispose();
+    if (isAdapterWeights(weights)) {
+      const adapter = adapterFromCheckpoint(weights, loraAlphaOf(checkpoint), weightsDir);
+      if (!opts.merge) {
+        writePeftAdapter(tmp, adapter, base, opts.dtype);
+        replaceWithStaged(tmp, target);
+        return { out: target, tensors: weights.size };
+      }
+      const merged = mergedWeights(base, adapter);
+      try {
+        saveWeights(tmp, merged.weights, opts.dtype);
+      } finally {
+        merged.release();
+      }
+      for (const file of MODEL_FILES) if (existsSync(join(base, file))) copyFileSync(join(base, file), join(tmp, file));
+      replaceWithStaged(tmp, target);
+      return { out: target, tensors: merged.weights.size };
+    }
+    saveWeights(tmp, weights, opts.dtype);
     for (const file of MODEL_FILES) if (existsSync(join(base, file))) copyFileSync(join(base, file), join(tmp, file));
     replaceWithStaged(tmp, target);
     return { out: target, tensors: weights.size };
@@ -107,5 +128,15 @@ export function exportCheckpoint(checkpoint: string, out: string, opts: ExportOp
     throw err;
   } finally {
     for (const t of weights.values()) t.dispose();
+  }
+}
+
+/** Sharded safetensors of `weights` in `dir`, converted to `dtype` if given. */
+function saveWeights(dir: string, weights: Map<string, Tensor>, dtype?: DType): void {
+  const converted = dtype ? new Map([...weights].map(([k, t]) => [k, torch.tidy(() => t.to(dtype))])) : weights;
+  try {
+    safetensors.saveSharded(dir, converted, { metadata: { format: "pt" } });
+  } finally {
+    if (converted !== weights) for (const t of converted.values()) t.dispose();
   }
 }

@@ -21,7 +21,7 @@
 import * as torch from "../torch/index.ts";
 import type { Device, Tensor } from "../torch/index.ts";
 import { tokenLogProbs } from "../algorithms/index.ts";
-import { ValueHead, type ModelFamily } from "../models/index.ts";
+import { ValueHead, type LoraAdapter, type ModelFamily } from "../models/index.ts";
 import type { RowImage, TrainingRow } from "../rollout/types.ts";
 
 /**
@@ -73,16 +73,31 @@ export function rowsTensor(columns: readonly ArrayLike<number>[], width: number,
   return torch.tensor(flat, [columns.length, width], { dtype: opts.dtype ?? "f32", device: opts.device as never });
 }
 
+/**
+ * How a training model relates to a LoRA adapter attached to its family's weights:
+ * `train` makes the adapter's tensors the model's weights (what trains and checkpoints;
+ * the base stays frozen); `off` runs every forward on the base alone (the reference
+ * policy of a LoRA run, over the actor's own family).
+ */
+export type AdapterUse = { train: LoraAdapter } | { off: LoraAdapter };
+
 /** A model family as the trainer uses it: the training forward and the weights it reads. */
 export class TrainingModel {
   /**
    * The weights a trainer updates, by their checkpoint names: the family's own map, so
-   * the engine generates with what the optimizer writes in place.
+   * the engine generates with what the optimizer writes in place; with a trained LoRA
+   * adapter, the adapter's A and B (PEFT's names) instead.
    */
   readonly weights: Map<string, Tensor>;
+  /** The adapter whose path every forward of this model leaves out. */
+  private readonly adapterOff?: LoraAdapter;
 
-  constructor(readonly family: ModelFamily) {
-    this.weights = family.weights;
+  constructor(
+    readonly family: ModelFamily,
+    adapter?: AdapterUse,
+  ) {
+    this.weights = adapter && "train" in adapter ? adapter.train.weights : family.weights;
+    this.adapterOff = adapter && "off" in adapter ? adapter.off : undefined;
   }
 
   get device(): Device {
@@ -92,14 +107,16 @@ export class TrainingModel {
   /** [B, R, hidden]: the hidden states that predict each response position. */
   responseHidden(rows: readonly PackableRow[]): { hidden: Tensor; packed: PackedRows } {
     const packed = packRows(rows, padTokenOf(this.family));
-    return torch.tidy(() => {
-      const hidden = this.family.forwardForTraining({
-        inputIds: packed.inputIds,
-        attentionMask: packed.padded ? packed.attentionMask : undefined,
-        images: rows.map((r) => r.images.map((i) => i.image)),
+    const forward = () =>
+      torch.tidy(() => {
+        const hidden = this.family.forwardForTraining({
+          inputIds: packed.inputIds,
+          attentionMask: packed.padded ? packed.attentionMask : undefined,
+          images: rows.map((r) => r.images.map((i) => i.image)),
+        });
+        return { hidden: hidden.narrow(1, packed.promptWidth - 1, packed.responseWidth), packed };
       });
-      return { hidden: hidden.narrow(1, packed.promptWidth - 1, packed.responseWidth), packed };
-    });
+    return this.adapterOff ? this.adapterOff.without(forward) : forward();
   }
 
   /** [..., hidden] -> [..., vocab]. */

@@ -10,6 +10,8 @@ import { createEngine, type LoadedEngine } from "../engine/index.ts";
 import { loadModelFamily, type ModelFamily, type ValueHead } from "../models/index.ts";
 import type { TrainConfig } from "./config.ts";
 import { TrainingModel } from "./forward.ts";
+import { loraSettingsOf } from "./lora-config.ts";
+import { attachNewAdapter, releaseAdapter } from "./lora.ts";
 import type { RankContext } from "./ranks.ts";
 import { ParameterOptimizer, trainableWeights, type OptimizerSettings } from "./update.ts";
 
@@ -49,10 +51,15 @@ export function nonFiniteWeights(weights: Map<string, Tensor>, limit = 5): strin
 /** `zero`: a data-parallel run's ranks when the optimizers shard their state (trainer.zero_stage 1). */
 export function loadModels(config: TrainConfig, useCritic: boolean, useReference: boolean, zero?: RankContext): Models {
   const load = (): ModelFamily => loadModelFamily(config.model.model_dir, { device: config.model.device, dtype: config.model.dtype });
-  const actor = new TrainingModel(load());
+  const actorFamily = load();
+  // With LoRA only the adapter trains (and checkpoints); the base stays frozen.
+  const lora = loraSettingsOf(config.actor, config.trainer.seed);
+  const adapter = lora ? attachNewAdapter(actorFamily, lora) : undefined;
+  const actor = new TrainingModel(actorFamily, adapter && { train: adapter });
   // A NaN in the starting weights would train on silently: every loss NaN, every step skipped.
-  const bad = nonFiniteWeights(actor.weights);
+  const bad = nonFiniteWeights(actor.family.weights);
   if (bad.length) {
+    releaseAdapter(actor.family);
     actor.family.dispose();
     throw new VagenError(`${config.model.model_dir}: weights hold NaN or infinite values (${bad.join(", ")})`, "the model directory is corrupt or was saved from a diverged run");
   }
@@ -67,7 +74,8 @@ export function loadModels(config: TrainConfig, useCritic: boolean, useReference
     const optim = new ParameterOptimizer(trainableWeights(named, model.family, config.critic.freeze_vision_tower), optimizerSettings(config.critic.optim, config.trainer.total_steps), zero);
     critic = { model, head, named, optim };
   }
-  const reference = useReference ? new TrainingModel(load()) : undefined;
+  // A LoRA run's reference is the base itself: the actor's family with the adapter off.
+  const reference = useReference ? (adapter ? new TrainingModel(actor.family, { off: adapter }) : new TrainingModel(load())) : undefined;
   const engine = createEngine(actor.family, { ...config.rollout.engine, seed: config.trainer.seed });
   return { actor, actorOptim, critic, reference, engine, client: engineClientFor(engine) };
 }
@@ -75,11 +83,12 @@ export function loadModels(config: TrainConfig, useCritic: boolean, useReference
 export async function disposeModels(m: Models): Promise<void> {
   await m.engine.close();
   m.actorOptim.dispose();
+  releaseAdapter(m.actor.family);
   m.actor.family.dispose();
   if (m.critic) {
     m.critic.optim.dispose();
     for (const [, t] of m.critic.head.entries()) t.dispose();
     m.critic.model.family.dispose();
   }
-  m.reference?.family.dispose();
+  if (m.reference && m.reference.family !== m.actor.family) m.reference.family.dispose();
 }

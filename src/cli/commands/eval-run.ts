@@ -62,8 +62,9 @@ export function prepareRunEvaluation(runDir: string): { config: string; weights:
   const out = join(dir, "eval", weights.name);
   mkdirSync(out, { recursive: true });
   const modelDir = join(out, "model");
-  // the folder is this command's own: a newer best actor replaces the export of an older one
-  exportCheckpoint(weights.path, modelDir, { base: config.model.model_dir, force: existsSync(modelDir) });
+  // the folder is this command's own: a newer best actor replaces the export of an older one;
+  // a LoRA run's adapter is merged in, so the engine loads it as any model directory
+  exportCheckpoint(weights.path, modelDir, { base: config.model.model_dir, force: existsSync(modelDir), merge: true });
   const val = config.rollout.val_kwargs;
   const evalConfig = {
     output_dir: out,

@@ -17,6 +17,16 @@ export function canonicalQwen25VLName(name: string): string | undefined {
   return name;
 }
 
+/**
+ * A decoder module's name in transformers' current Qwen2.5-VL class (4.52 and later),
+ * `model.language_model.layers.N...`: what PEFT calls it when it wraps that class, so an
+ * exported adapter's keys are the ones PEFT loads (it does not apply the checkpoint
+ * conversion of the published layout to adapter keys).
+ */
+export function qwen25VLPeftModuleName(path: string): string {
+  return path.startsWith("model.layers.") ? `model.language_model.${path.slice("model.".length)}` : path;
+}
+
 /** Check that every tensor the config needs is present with the right shape. */
 export function checkQwen25VLWeights(weights: Weights, config: Qwen25VLConfig, where: string): void {
   const v = config.vision;
