@@ -285,6 +285,12 @@ VT_API int32_t vt_dist_store_new(const char* host, int32_t port, int32_t world_s
   opts.numWorkers = static_cast<std::size_t>(world_size);
   opts.waitWorkers = false;
   opts.timeout = millis(timeout_ms);
+#if VT_TORCH_AT_LEAST(2, 3)
+  // torch 2.4 on serves the store on libuv by default; inside Bun, libuv's entry points
+  // resolve to Bun's own partial stand-ins (measured: a crash in uv_loop_init), so the
+  // store keeps its classic socket server.
+  opts.useLibUV = false;
+#endif
   auto tcp = c10::make_intrusive<c10d::TCPStore>(std::string(host), opts);
   const std::string joined = "vagen_init/joined";
   tcp->add(joined, 1);
