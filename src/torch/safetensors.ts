@@ -17,6 +17,7 @@ import { TorchError } from "./errors.ts";
 import { isFloating, DTYPE_SIZE, type DType, type Device } from "./dtype.ts";
 import { Tensor } from "./tensor.ts";
 import { fromBytes } from "./creation.ts";
+import { tidy } from "./scope.ts";
 
 const FROM_ST: Readonly<Record<string, DType>> = {
   F32: "f32",
@@ -233,8 +234,9 @@ export function save(path: string, tensors: TensorDict, metadata: Record<string,
 
 function writeTensorBytes(fd: number, t: Tensor): void {
   if (t.numel() === 0) return;
-  // A contiguous CPU copy in the tensor's own dtype, read through a zero-copy view.
-  const host = t.to({ device: "cpu" }).contiguous();
+  // A contiguous CPU copy in the tensor's own dtype, read through a zero-copy view (made in
+  // a scope: the intermediate of to() and contiguous() is freed even when no caller's scope is open).
+  const host = tidy(() => t.to({ device: "cpu" }).contiguous());
   try {
     check(S.vt_data_ptr(host._h, OUT_PTR));
     const addr = OUT[0]! as Pointer;
