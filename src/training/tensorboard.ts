@@ -14,6 +14,7 @@
 import { appendFileSync, mkdirSync, readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
+import { ProtoWriter } from "./protobuf.ts";
 
 // ---- crc32c (Castagnoli), table-driven ----------------------------------------------------
 
@@ -37,58 +38,6 @@ export function crc32c(bytes: Uint8Array): number {
 export function maskedCrc32c(bytes: Uint8Array): number {
   const crc = crc32c(bytes);
   return ((((crc >>> 15) | (crc << 17)) >>> 0) + 0xa282ead8) >>> 0;
-}
-
-// ---- a minimal protobuf writer -------------------------------------------------------------
-
-class ProtoWriter {
-  #parts: number[] = [];
-
-  varint(value: number | bigint): this {
-    let v = BigInt.asUintN(64, BigInt(value));
-    do {
-      let byte = Number(v & 0x7fn);
-      v >>= 7n;
-      if (v !== 0n) byte |= 0x80;
-      this.#parts.push(byte);
-    } while (v !== 0n);
-    return this;
-  }
-
-  key(field: number, wireType: 0 | 1 | 2 | 5): this {
-    return this.varint((field << 3) | wireType);
-  }
-
-  double(field: number, value: number): this {
-    const b = new Uint8Array(8);
-    new DataView(b.buffer).setFloat64(0, value, true);
-    this.key(field, 1).#parts.push(...b);
-    return this;
-  }
-
-  float(field: number, value: number): this {
-    const b = new Uint8Array(4);
-    new DataView(b.buffer).setFloat32(0, value, true);
-    this.key(field, 5).#parts.push(...b);
-    return this;
-  }
-
-  int64(field: number, value: number): this {
-    return this.key(field, 0).varint(value);
-  }
-
-  bytes(field: number, value: Uint8Array): this {
-    this.key(field, 2).varint(value.length).#parts.push(...value);
-    return this;
-  }
-
-  string(field: number, value: string): this {
-    return this.bytes(field, new TextEncoder().encode(value));
-  }
-
-  finish(): Uint8Array {
-    return Uint8Array.from(this.#parts);
-  }
 }
 
 /** One Event proto with the given scalars (or the file-version header when `version` is set). */

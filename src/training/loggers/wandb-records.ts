@@ -18,49 +18,8 @@
  *                   start_time 17: Timestamp {seconds 1, nanos 2}, resumed 18 }
  *   RunExitRecord { exit_code 1, runtime 2 }
  */
+import { ProtoWriter as Proto } from "../protobuf.ts";
 
-// ---- protobuf, the few wire types used ------------------------------------------------
-
-export class Proto {
-  readonly #bytes: number[] = [];
-
-  varint(value: number | bigint): this {
-    let v = BigInt.asUintN(64, BigInt(value));
-    do {
-      let byte = Number(v & 0x7fn);
-      v >>= 7n;
-      if (v !== 0n) byte |= 0x80;
-      this.#bytes.push(byte);
-    } while (v !== 0n);
-    return this;
-  }
-
-  int(field: number, value: number | bigint): this {
-    return value === 0 || value === 0n ? this : this.varint(field << 3).varint(value);
-  }
-
-  bool(field: number, value: boolean): this {
-    return value ? this.int(field, 1) : this;
-  }
-
-  bytes(field: number, data: Uint8Array): this {
-    this.varint((field << 3) | 2).varint(data.length);
-    for (const b of data) this.#bytes.push(b);
-    return this;
-  }
-
-  string(field: number, value: string | undefined): this {
-    return value ? this.bytes(field, new TextEncoder().encode(value)) : this;
-  }
-
-  message(field: number, inner: Proto): this {
-    return this.bytes(field, inner.finish());
-  }
-
-  finish(): Uint8Array {
-    return Uint8Array.from(this.#bytes);
-  }
-}
 
 const keyValue = (key: string, valueJson: string) => new Proto().string(1, key).string(16, valueJson);
 
