@@ -220,6 +220,11 @@ export const CriticSection = v.strictObject({
   optim: v.optional(OptimSection, { lr: 1e-5 }),
   ...updateEntries,
   cliprange_value: v.optional(nonNegative, 0.5),
+  /**
+   * LoRA for the critic (lora-config.ts): its own adapters and value head over a frozen
+   * base, which is the actor's own when the actor trains LoRA too (no second copy).
+   */
+  ...loraEntries,
   /** Seed of the fresh value head. */
   value_head_seed: v.optional(integer, 0),
 });

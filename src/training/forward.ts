@@ -21,7 +21,7 @@
 import * as torch from "../torch/index.ts";
 import type { Device, Tensor } from "../torch/index.ts";
 import { tokenLogProbs } from "../algorithms/index.ts";
-import { ValueHead, type LoraAdapter, type ModelFamily } from "../models/index.ts";
+import { ValueHead, adapterOf, attachAdapter, type LoraAdapter, type ModelFamily } from "../models/index.ts";
 import type { RowImage, TrainingRow } from "../rollout/types.ts";
 
 /**
@@ -74,12 +74,15 @@ export function rowsTensor(columns: readonly ArrayLike<number>[], width: number,
 }
 
 /**
- * How a training model relates to a LoRA adapter attached to its family's weights:
- * `train` makes the adapter's tensors the model's weights (what trains and checkpoints;
- * the base stays frozen); `off` runs every forward on the base alone (the reference
- * policy of a LoRA run, over the actor's own family).
+ * How a training model relates to a LoRA adapter and its family's weights:
+ * `train` makes the attached adapter's tensors the model's weights (what trains and
+ * checkpoints; the base stays frozen); `off` runs every forward on the base alone (the
+ * reference policy of a LoRA run, over the actor's own family); `swap` trains an adapter
+ * of its own over a family another model's adapter is attached to (the critic of a LoRA
+ * run, sharing the actor's frozen base): each forward runs with it attached in the
+ * other's place, which is put back after.
  */
-export type AdapterUse = { train: LoraAdapter } | { off: LoraAdapter };
+export type AdapterUse = { train: LoraAdapter } | { off: LoraAdapter } | { swap: LoraAdapter };
 
 /** A model family as the trainer uses it: the training forward and the weights it reads. */
 export class TrainingModel {
@@ -91,13 +94,38 @@ export class TrainingModel {
   readonly weights: Map<string, Tensor>;
   /** The adapter whose path every forward of this model leaves out. */
   private readonly adapterOff?: LoraAdapter;
+  /** This model's own adapter, attached for each of its forwards in place of the family's. */
+  private readonly adapterSwapped?: LoraAdapter;
+
+  /** The adapter this model brought over another's family (`swap`), for its owner to free. */
+  get ownAdapter(): LoraAdapter | undefined {
+    return this.adapterSwapped;
+  }
 
   constructor(
     readonly family: ModelFamily,
     adapter?: AdapterUse,
   ) {
-    this.weights = adapter && "train" in adapter ? adapter.train.weights : family.weights;
+    this.weights = adapter && "train" in adapter ? adapter.train.weights : adapter && "swap" in adapter ? adapter.swap.weights : family.weights;
     this.adapterOff = adapter && "off" in adapter ? adapter.off : undefined;
+    this.adapterSwapped = adapter && "swap" in adapter ? adapter.swap : undefined;
+  }
+
+  /**
+   * Runs `fn` with this model's view of the adapters: the base alone (`off`), its own
+   * adapter in place of the attached one (`swap`), or as attached. Only the forward runs
+   * inside: the autograd graph keeps the tensors it read, so backward may come later.
+   */
+  private withAdapters<T>(fn: () => T): T {
+    if (this.adapterOff) return this.adapterOff.without(fn);
+    if (!this.adapterSwapped) return fn();
+    const attached = adapterOf(this.family.weights);
+    attachAdapter(this.family.weights, this.adapterSwapped);
+    try {
+      return fn();
+    } finally {
+      attachAdapter(this.family.weights, attached);
+    }
   }
 
   get device(): Device {
@@ -116,7 +144,7 @@ export class TrainingModel {
         });
         return { hidden: hidden.narrow(1, packed.promptWidth - 1, packed.responseWidth), packed };
       });
-    return this.adapterOff ? this.adapterOff.without(forward) : forward();
+    return this.withAdapters(forward);
   }
 
   /** [..., hidden] -> [..., vocab]. */

@@ -7,7 +7,7 @@ import * as torch from "../torch/index.ts";
 import { engineClientFor, type EngineClient } from "../clients/engine-client.ts";
 import { VagenError } from "../core/errors.ts";
 import { createEngine, type LoadedEngine } from "../engine/index.ts";
-import { loadModelFamily, type ModelFamily, type ValueHead } from "../models/index.ts";
+import { LoraAdapter, loadModelFamily, type ModelFamily, type ValueHead } from "../models/index.ts";
 import type { TrainConfig } from "./config.ts";
 import { TrainingModel } from "./forward.ts";
 import { loraSettingsOf } from "./lora-config.ts";
@@ -66,7 +66,7 @@ export function loadModels(config: TrainConfig, useCritic: boolean, useReference
   const actorOptim = new ParameterOptimizer(trainableWeights(actor.weights, actor.family, config.actor.freeze_vision_tower), optimizerSettings(config.actor.optim, config.trainer.total_steps), zero);
   let critic: Models["critic"];
   if (useCritic) {
-    const model = new TrainingModel(load());
+    const model = criticModel(config, actor.family, adapter !== undefined, load);
     const head = model.newValueHead(config.critic.value_head_seed);
     // The critic never reads the LM head; leaving it out keeps AdamW from holding its moments.
     const named = new Map([...model.weights].filter(([name]) => name !== "lm_head.weight"));
@@ -80,6 +80,20 @@ export function loadModels(config: TrainConfig, useCritic: boolean, useReference
   return { actor, actorOptim, critic, reference, engine, client: engineClientFor(engine) };
 }
 
+/**
+ * The critic's model. Without LoRA: a copy of the base, all of it trained. With
+ * critic.lora_rank: an adapter of its own (seeded apart from the actor's) over a frozen
+ * base; when the actor trains an adapter too, that base is the actor's own family, its
+ * weights shared and never written, so a LoRA run holds one copy of the model.
+ */
+function criticModel(config: TrainConfig, actorFamily: ModelFamily, actorIsLora: boolean, load: () => ModelFamily): TrainingModel {
+  const lora = loraSettingsOf(config.critic, config.trainer.seed + 1);
+  if (!lora) return new TrainingModel(load());
+  if (actorIsLora) return new TrainingModel(actorFamily, { swap: LoraAdapter.create(actorFamily.weights, actorFamily.spec.numLayers, lora, { device: actorFamily.device, dtype: actorFamily.dtype }) });
+  const family = load();
+  return new TrainingModel(family, { train: attachNewAdapter(family, lora) });
+}
+
 export async function disposeModels(m: Models): Promise<void> {
   await m.engine.close();
   m.actorOptim.dispose();
@@ -88,7 +102,11 @@ export async function disposeModels(m: Models): Promise<void> {
   if (m.critic) {
     m.critic.optim.dispose();
     for (const [, t] of m.critic.head.entries()) t.dispose();
-    m.critic.model.family.dispose();
+    if (m.critic.model.family === m.actor.family) m.critic.model.ownAdapter?.dispose();
+    else {
+      releaseAdapter(m.critic.model.family);
+      m.critic.model.family.dispose();
+    }
   }
   if (m.reference && m.reference.family !== m.actor.family) m.reference.family.dispose();
 }
