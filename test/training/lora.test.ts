@@ -59,7 +59,7 @@ describe("LoRA config keys", () => {
     expect(await configError(["actor.lora_alpha=0"])).toContain("actor.lora_alpha");
     expect(await configError(["actor.target_modules=[qproj]"])).toContain("actor.target_modules");
     expect(await configError(["actor.target_modules=all"])).toContain("actor.target_modules");
-    expect(await configError(["critic.lora_rank=4"])).toContain("critic.lora_rank");
+    expect(await configError(["critic.lora_rank=-1"])).toContain("critic.lora_rank");
   });
 });
 
