@@ -48,3 +48,23 @@ export function integerFlag(flag: string, bounds: NumberBounds = {}): (value: st
 export function numberFlag(flag: string, bounds: NumberBounds = {}): (value: string) => number {
   return parser(flag, "a number", bounds, Number.isFinite);
 }
+
+/**
+ * A JSON object flag, e.g. `--chat-template-kwargs '{"enable_thinking": false}'`: the
+ * keyword arguments of every chat-template rendering, as transformers' apply_chat_template
+ * takes them.
+ */
+export function jsonObjectFlag(flag: string): (value: string) => Record<string, unknown> {
+  return (value: string) => {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(value);
+    } catch {
+      parsed = undefined;
+    }
+    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+      throw new VagenError(`--${flag}: got ${JSON.stringify(value)}, expected a JSON object such as '{"enable_thinking": false}'`);
+    }
+    return parsed as Record<string, unknown>;
+  };
+}

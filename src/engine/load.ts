@@ -34,6 +34,11 @@ export const EngineSettings = v.strictObject({
   attention: v.optional(v.picklist(["fused", "math"]), "fused"),
   /** Replay decode steps as CUDA graphs on CUDA devices. */
   cuda_graphs: v.optional(v.boolean(), true),
+  /**
+   * Keyword arguments of every chat-template rendering (transformers' apply_chat_template,
+   * e.g. `{enable_thinking: false}` for Qwen3); unset: the template's own defaults.
+   */
+  chat_template_kwargs: v.optional(v.record(v.string(), v.unknown())),
 });
 export type EngineSettings = v.InferOutput<typeof EngineSettings>;
 
@@ -69,7 +74,7 @@ export function loadEngine(modelDir: string, settings: Partial<EngineSettings> =
   const s = v.parse(EngineSettings, settings);
   const device = resolveDevice(s.device);
   const dtype: DType = s.dtype ?? (String(device).startsWith("cuda") ? "bf16" : "f32");
-  const model = loadModelFamily(modelDir, { device, dtype });
+  const model = loadModelFamily(modelDir, { device, dtype, chatTemplateVariables: s.chat_template_kwargs });
   try {
     const loaded = createEngine(model, s);
     return {

@@ -109,6 +109,11 @@ export const DataSection = v.strictObject({
   shuffle: v.optional(v.boolean(), true),
   /** VAGEN's base_seed: feeds every env's seed directive hash. */
   base_seed: v.optional(integer, 0),
+  /**
+   * Keyword arguments of every chat-template rendering (transformers' apply_chat_template):
+   * VAGEN's default turns Qwen3's thinking mode off; templates without the variable ignore it.
+   */
+  apply_chat_template_kwargs: v.optional(v.record(v.string(), v.unknown()), { enable_thinking: false }),
   /** Env specs keyed by a tag (metrics: `train/<tag>/success_rate`); the order of the keys is the spec order. */
   train: v.pipe(v.record(EnvTag, TrainEnvSpec), v.check((r) => Object.keys(r).length > 0, "at least one env")),
   val: v.optional(v.record(EnvTag, TrainEnvSpec), {}),
@@ -135,7 +140,7 @@ export const RolloutSection = v.strictObject({
    */
   use_engine_logprobs: v.optional(v.boolean(), false),
   /** The in-process engine that generates with the actor's weights (device and dtype are the model's). */
-  engine: v.optional(v.omit(EngineSettings, ["device", "dtype", "seed"]), {}),
+  engine: v.optional(v.omit(EngineSettings, ["device", "dtype", "seed", "chat_template_kwargs"]), {}),
 });
 
 /**
@@ -269,9 +274,16 @@ export const TrainerSection = v.strictObject({
   nnodes: v.optional(positiveInt("nnodes"), 1),
   /**
    * ZeRO stage: 0, every rank holds AdamW's whole state; 1, each holds its share of the
-   * parameters' state (the optimizer's memory divided by the ranks; docs/distributed.md).
+   * parameters' state (the optimizer's memory divided by the ranks); 2, also only its
+   * share of the reduced gradients (docs/distributed.md).
    */
-  zero_stage: v.optional(v.picklist([0, 1], "0 or 1"), 0),
+  zero_stage: v.optional(v.picklist([0, 1, 2], "0, 1 or 2"), 0),
+  /**
+   * Data parallel: gradients are summed over the ranks in buckets of this many MiB while
+   * the backward pass runs (as PyTorch's DDP, whose default is 25); 0: one all-reduce
+   * after a mini-batch's last backward.
+   */
+  ddp_bucket_mb: v.optional(nonNegative, 25),
   /** How long a rank waits for the others (a collective, the exchange of a step's rows) before the run fails. */
   dist_timeout_s: v.optional(positive, 600),
   /** logger, tensorboard, project_name, experiment_name, log_image, ... (docs/logging.md). */

@@ -50,7 +50,8 @@ export function nonFiniteWeights(weights: Map<string, Tensor>, limit = 5): strin
 
 /** `zero`: a data-parallel run's ranks when the optimizers shard their state (trainer.zero_stage 1). */
 export function loadModels(config: TrainConfig, useCritic: boolean, useReference: boolean, zero?: RankContext): Models {
-  const load = (): ModelFamily => loadModelFamily(config.model.model_dir, { device: config.model.device, dtype: config.model.dtype });
+  const load = (): ModelFamily =>
+    loadModelFamily(config.model.model_dir, { device: config.model.device, dtype: config.model.dtype, chatTemplateVariables: config.data.apply_chat_template_kwargs });
   const actorFamily = load();
   // With LoRA only the adapter trains (and checkpoints); the base stays frozen.
   const lora = loraSettingsOf(config.actor, config.trainer.seed);

@@ -91,6 +91,21 @@ describe("vagen generate with the Qwen3 text family", () => {
     expect((JSON.parse(stdout) as { token_ids: number[] }).token_ids).toEqual(greedy.slice(0, stop + 1));
   });
 
+  test("--chat-template-kwargs renders as transformers' apply_chat_template with those keyword arguments", async () => {
+    const noThink = refs.cases.no_think!;
+    expect(noThink.template_kwargs).toEqual({ enable_thinking: false });
+    const args = ["generate", QWEN3_DIR, "--prompt", "Count to five.", "--max-tokens", "12", "--device", "cpu", "--json"];
+    const off = await run([...args, "--chat-template-kwargs", '{"enable_thinking": false}']);
+    expect(off.code).toBe(0);
+    const greedy = noThink.greedy!;
+    const ids = (JSON.parse(off.stdout) as { token_ids: number[] }).token_ids;
+    expect(ids).toEqual(greedy.slice(0, ids.length));
+    expect(ids.length).toBeGreaterThan(0);
+    const bad = await run([...args, "--chat-template-kwargs", "enable_thinking=false"]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('--chat-template-kwargs: got "enable_thinking=false", expected a JSON object');
+  });
+
   test("--image to a text family is a one-line error naming it", async () => {
     const r = await run(["generate", QWEN3_DIR, "--prompt", "What is this?", "--image", join(FIXTURE_DIR, "images/a.png"), "--device", "cpu"]);
     expect(r.code).toBe(1);

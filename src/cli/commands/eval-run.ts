@@ -71,7 +71,8 @@ export function prepareRunEvaluation(runDir: string): { config: string; weights:
     model: {
       backend: "engine",
       model_dir: modelDir,
-      engine: { ...config.rollout.engine, device: config.model.device, dtype: config.model.dtype },
+      // rendered as the run's rollouts were
+      engine: { ...config.rollout.engine, device: config.model.device, dtype: config.model.dtype, chat_template_kwargs: config.data.apply_chat_template_kwargs },
       sampling: { temperature: val.temperature, top_p: val.top_p },
     },
     run: { base_seed: config.data.base_seed, resume: false },

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { VagenError } from "../../core/errors.ts";
 import type { ChatMessage, ContentPart } from "../../core/chat.ts";
 import type { DType } from "../../torch/index.ts";
-import { integerFlag, numberFlag } from "../flags.ts";
+import { integerFlag, jsonObjectFlag, numberFlag } from "../flags.ts";
 
 interface GenerateFlags {
   prompt: string;
@@ -22,6 +22,7 @@ interface GenerateFlags {
   seed: number;
   device?: string;
   dtype?: string;
+  chatTemplateKwargs?: Record<string, unknown>;
   json?: boolean;
 }
 
@@ -92,6 +93,7 @@ export function register(program: Command): void {
     .option("--seed <s>", "sampling seed", integerFlag("seed"), 0)
     .option("--device <device>", 'device ("cuda", "cuda:1", "cpu"; default: cuda when available)')
     .option("--dtype <dtype>", "compute dtype: f32, bf16 or f16 (default: bf16 on CUDA, f32 on the CPU)")
+    .option("--chat-template-kwargs <json>", 'variables of the chat-template rendering, e.g. \'{"enable_thinking": false}\' (default: the template\'s own)', jsonObjectFlag("chat-template-kwargs"))
     .option("--json", "print {text, token_ids, logprobs} as JSON")
     .action(async (dir: string, flags: GenerateFlags) => {
       if (flags.device !== undefined && !DEVICE.test(flags.device)) {
@@ -111,7 +113,7 @@ export function register(program: Command): void {
       const dtype = (flags.dtype ?? (String(device).startsWith("cuda") ? "bf16" : "f32")) as DType;
       checkDtypeRuns(await import("../../torch/index.ts"), String(device), dtype);
       const images = flags.image.map(readPng);
-      const model = loadModelFamily(dir, { device, dtype });
+      const model = loadModelFamily(dir, { device, dtype, chatTemplateVariables: flags.chatTemplateKwargs });
       try {
         const content: ContentPart[] = [...images.map((image) => ({ type: "image" as const, image })), { type: "text", text: flags.prompt }];
         const messages: ChatMessage[] = [

@@ -2,7 +2,7 @@
 import type { Command } from "commander";
 import { VagenError } from "../../core/errors.ts";
 import { checkExposure } from "../../serve/auth.ts";
-import { integerFlag, numberFlag } from "../flags.ts";
+import { integerFlag, jsonObjectFlag, numberFlag } from "../flags.ts";
 
 interface ServeFlags {
   port: number;
@@ -17,6 +17,7 @@ interface ServeFlags {
   kvCacheGib?: number;
   maxSlots: number;
   attention: string;
+  chatTemplateKwargs?: Record<string, unknown>;
   maxBodyMib: number;
   maxPromptTokens?: number;
   maxImagePixels: number;
@@ -47,6 +48,7 @@ export function register(program: Command): void {
     .option("--kv-cache-gib <gib>", "memory for the KV cache in GiB (default: 16 on CUDA, 1 on the CPU)", numberFlag("kv-cache-gib", { above: 0 }))
     .option("--max-slots <n>", "most conversations holding a KV cache at once", integerFlag("max-slots", { min: 1 }), 512)
     .option("--attention <kind>", "fused (libtorch's SDPA kernels) or math (the unfused fallback)", "fused")
+    .option("--chat-template-kwargs <json>", 'variables of every chat-template rendering, e.g. \'{"enable_thinking": false}\' (default: the template\'s own)', jsonObjectFlag("chat-template-kwargs"))
     .option("--max-body-mib <mib>", "largest request body in MiB (413 beyond it)", numberFlag("max-body-mib", { above: 0 }), 32)
     .option(
       "--max-prompt-tokens <tokens>",
@@ -83,6 +85,7 @@ export function register(program: Command): void {
         kv_cache_gib: flags.kvCacheGib,
         max_slots: flags.maxSlots,
         attention: flags.attention,
+        chat_template_kwargs: flags.chatTemplateKwargs,
       });
       let server: ReturnType<typeof startServer>;
       try {

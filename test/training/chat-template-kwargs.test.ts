@@ -1,0 +1,49 @@
+/**
+ * data.apply_chat_template_kwargs: every prompt a training run renders gets these keyword
+ * arguments, VAGEN's default turning Qwen3's thinking mode off. The prompts equal
+ * transformers' apply_chat_template with the same arguments (the fixture's references).
+ */
+import { describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { loadEngine } from "../../src/engine/load.ts";
+import { loadTrainConfig } from "../../src/training/config.ts";
+import { disposeModels, loadModels } from "../../src/training/models.ts";
+import { refsJson } from "../models/fixture.ts";
+
+const CONFIG = join(import.meta.dir, "digit.yaml");
+const QWEN3_DIR = join(import.meta.dir, "..", "fixtures", "qwen3_tiny");
+const refs = refsJson(QWEN3_DIR);
+const user = (text: string) => [{ role: "user" as const, content: [{ type: "text" as const, text }] }];
+
+describe("data.apply_chat_template_kwargs", () => {
+  test("VAGEN's default, enable_thinking false: the trainer's prompts are transformers' non-thinking ones", async () => {
+    const { config } = await loadTrainConfig(CONFIG, [`model.model_dir=${QWEN3_DIR}`, "trainer.output_dir=/nonexistent/unused"]);
+    expect(config.data.apply_chat_template_kwargs).toEqual({ enable_thinking: false });
+    const models = loadModels(config, false, false);
+    try {
+      const noThink = refs.cases.no_think!;
+      expect(models.actor.family.buildPrompt(user("Count to five.")).tokenIds).toEqual(noThink.input_ids!);
+    } finally {
+      await disposeModels(models);
+    }
+  });
+
+  test("an explicit {} renders with the template's own defaults (Qwen3: thinking)", async () => {
+    const { config } = await loadTrainConfig(CONFIG, [`model.model_dir=${QWEN3_DIR}`, "trainer.output_dir=/nonexistent/unused", "data.apply_chat_template_kwargs={}"]);
+    const models = loadModels(config, false, false);
+    try {
+      expect(models.actor.family.buildPrompt(user("Describe a sunny day.")).tokenIds).toEqual(refs.cases.single!.input_ids!);
+    } finally {
+      await disposeModels(models);
+    }
+  });
+
+  test("the engine's chat_template_kwargs (eval's engine backend, serve's flag) reach the prompts", async () => {
+    const loaded = loadEngine(QWEN3_DIR, { device: "cpu", chat_template_kwargs: { enable_thinking: false } });
+    try {
+      expect(loaded.builder.buildPrompt(user("Count to five.")).tokenIds).toEqual(refs.cases.no_think!.input_ids!);
+    } finally {
+      await loaded.close();
+    }
+  });
+});
