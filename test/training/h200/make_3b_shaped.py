@@ -7,7 +7,10 @@ processor config are the tiny test fixture's, so the vocabulary is the fixture's
 are untied. A random LM head would sample vision tokens (image pad, vision start/end,
 video pad) now and then, and the rollout drops such episodes as VAGEN does; so their rows
 are zeroed and the other rows scaled so logits spread with a standard deviation of about
-5: a vision token then has a probability around 1e-8 per step. Usage: python3 make_3b_shaped.py FIXTURE_DIR OUT_DIR
+5: a vision token then has a probability around 1e-8 per step. With a third argument VOCAB
+(151936 for Qwen's) the embedding and LM head get that many rows, as the real model's: the
+rows past the fixture's ids are zero (the tokenizer decodes such an id to nothing, should one
+be sampled). Usage: python3 make_3b_shaped.py FIXTURE_DIR OUT_DIR [VOCAB]
 """
 import json, shutil, sys
 from pathlib import Path
@@ -17,6 +20,11 @@ from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
 fixture, out = Path(sys.argv[1]), Path(sys.argv[2])
 cfg = json.loads((fixture / "config.json").read_text())
+fixture_vocab = cfg["text_config"]["vocab_size"]
+vocab = int(sys.argv[3]) if len(sys.argv) > 3 else fixture_vocab
+cfg["text_config"]["vocab_size"] = vocab
+if "vocab_size" in cfg:
+    cfg["vocab_size"] = vocab
 cfg["text_config"].update(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16,
                           num_key_value_heads=2, max_position_embeddings=128000, layer_types=["full_attention"] * 36)
 cfg["text_config"]["rope_parameters"].update(rope_theta=1000000.0, mrope_section=[16, 24, 24])
@@ -34,8 +42,10 @@ with torch.device("cuda"):
 with torch.no_grad():
     head = model.lm_head.weight
     head.mul_(6.0)
-    vocab = json.loads((fixture / "tokenizer.json").read_text())["added_tokens"]
-    ids = {t["content"]: t["id"] for t in vocab}
+    head[fixture_vocab:].zero_()
+    model.get_input_embeddings().weight[fixture_vocab:].zero_()
+    added = json.loads((fixture / "tokenizer.json").read_text())["added_tokens"]
+    ids = {t["content"]: t["id"] for t in added}
     for name in ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>"):
         head[ids[name]].zero_()
 model.save_pretrained(out, safe_serialization=True)
