@@ -4,8 +4,9 @@
  *
  * Per sequence it keeps the embeddings of the prompt tokens still to prefill (computed
  * once in `begin`, so every image goes through the vision tower exactly once even when
- * the prompt is prefilled in chunks), the prompt's rotary positions, and, for seeded
- * requests, the request's own generator.
+ * the prompt is prefilled in chunks), with the per-layer residuals of families that have
+ * them (`promptInputs`: Qwen3-VL's deepstack features), the prompt's rotary positions,
+ * and, for seeded requests, the request's own generator.
  *
  * Decode steps can be launched without waiting (`launchDecode`): sampling stays on the
  * device, the ids and log-probs start their copy to pinned host memory, and an event
@@ -35,6 +36,8 @@ interface SequenceState {
   cached: number;
   /** Embeddings of prompt tokens [cached, promptLength), kept until prefilled. */
   embeds: Tensor | undefined;
+  /** Per-layer residuals of the same tokens (family.ts `PromptInputs`), kept with them. */
+  layerResiduals: Tensor[] | undefined;
   /** [axis][token] rotary positions of the prompt. */
   positions: number[][];
   /** Position of generated token i (0-based, i-th after the prompt) is promptLength + i + ropeShift. */
@@ -191,13 +194,17 @@ export class ModelRunner implements StepRunner {
     const n = start.prompt.tokenIds.length;
     let maxPos = -1;
     for (const axis of positions) for (let i = 0; i < n; i++) maxPos = Math.max(maxPos, axis[i]!);
-    const embeds = torch.keep(torch.tidy(() => this.model.embedPrompt(start.prompt, start.cached)));
+    const inputs = torch.tidy(() => {
+      const got = this.model.promptInputs?.(start.prompt, start.cached) ?? { embeds: this.model.embedPrompt(start.prompt, start.cached) };
+      return { embeds: torch.keep(got.embeds), layerResiduals: got.layerResiduals?.map((t) => torch.keep(t)) };
+    });
     const generator =
       start.sampling.seed !== undefined ? new torch.Generator({ seed: start.sampling.seed, device: this.model.spec.device }) : undefined;
     this.seqs.set(start.seqId, {
       slot: start.slot,
       cached: start.cached,
-      embeds,
+      embeds: inputs.embeds,
+      layerResiduals: inputs.layerResiduals,
       positions,
       ropeShift: maxPos + 1 - n,
       sampling: start.sampling,
@@ -213,12 +220,20 @@ export class ModelRunner implements StepRunner {
     const T = Math.max(...lengths);
     const B = chunks.length;
     const sampled = torch.tidy(() => {
-      const rows = chunks.map((c, b) => {
+      // Each row's slice of a per-token tensor, zero-padded to T (zeros where it has none).
+      const padded = (b: number, source: Tensor | undefined) => {
+        const c = chunks[b]!;
         const s = states[b]!;
-        const part = s.embeds!.narrow(0, c.start - s.cached, lengths[b]!);
-        return lengths[b]! < T ? torch.cat([part, torch.zeros([T - lengths[b]!, spec.hiddenSize], { dtype: spec.dtype, device })]) : part;
-      });
-      const inputs = torch.stack(rows);
+        const zeros = (n: number) => torch.zeros([n, spec.hiddenSize], { dtype: spec.dtype, device });
+        if (!source) return zeros(T);
+        const part = source.narrow(0, c.start - s.cached, lengths[b]!);
+        return lengths[b]! < T ? torch.cat([part, zeros(T - lengths[b]!)]) : part;
+      };
+      const inputs = torch.stack(chunks.map((_, b) => padded(b, states[b]!.embeds!)));
+      const residualLayers = Math.max(0, ...states.map((s) => s.layerResiduals?.length ?? 0));
+      const layerResiduals = Array.from({ length: residualLayers }, (_, l) =>
+        torch.stack(chunks.map((_, b) => padded(b, states[b]!.layerResiduals?.[l]))),
+      );
       const pos = new Float64Array(spec.positionAxes * B * T);
       chunks.forEach((c, b) => {
         const axes = states[b]!.positions;
@@ -228,7 +243,7 @@ export class ModelRunner implements StepRunner {
       });
       const positions = torch.tensor(pos, [spec.positionAxes, B, T], { dtype: "i64", device });
       const attention = this.cache.step({ slots: states.map((s) => s.slot), starts: chunks.map((c) => c.start), lengths });
-      const hidden = this.model.forward(inputs, positions, attention);
+      const hidden = residualLayers > 0 ? this.model.forward(inputs, positions, attention, layerResiduals) : this.model.forward(inputs, positions, attention);
       const want = chunks.map((c, b) => (c.sample ? b : -1)).filter((b) => b >= 0);
       if (want.length === 0) return undefined;
       const lastRows = torch.tensor(Float64Array.from(want, (b) => b * T + lengths[b]! - 1), [want.length], { dtype: "i64", device });
@@ -240,6 +255,8 @@ export class ModelRunner implements StepRunner {
       if (c.sample) {
         s.embeds?.dispose();
         s.embeds = undefined;
+        for (const t of s.layerResiduals ?? []) t.dispose();
+        s.layerResiduals = undefined;
       }
     });
     return sampled ?? [];
@@ -249,6 +266,7 @@ export class ModelRunner implements StepRunner {
     const s = this.seqs.get(seqId);
     if (!s) return;
     s.embeds?.dispose();
+    for (const t of s.layerResiduals ?? []) t.dispose();
     s.generator?.dispose();
     this.seqs.delete(seqId);
   }

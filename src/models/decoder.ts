@@ -3,8 +3,10 @@
  * layers (RMSNorm, grouped-query attention with rotary embeddings, RMSNorm, gated SiLU
  * MLP), final RMSNorm, and the LM head (tied or untied). What differs between families is
  * data, not code: whether q/k/v carry biases (Qwen2, Qwen2.5-VL), whether q and k are
- * RMS-normed per head before the rotation (Qwen3), and how many position axes the rotary
- * tables read (rotary.ts: 1 for RoPE, 3 for M-RoPE).
+ * RMS-normed per head before the rotation (Qwen3), how many position axes the rotary
+ * tables read and how (rotary.ts: 1 for RoPE, 3 for M-RoPE, interleaved for Qwen3-VL), and
+ * whether a caller adds features to the residual stream after the first layers
+ * (`layerResiduals`: Qwen3-VL's deepstack vision features).
  *
  * One path per layer, differentiable and batched:
  *
@@ -49,6 +51,8 @@ export interface DecoderConfig {
   qkvBias: boolean;
   /** q and k go through a per-head RMSNorm (`self_attn.q_norm` / `k_norm`) before the rotation. */
   qkNorm: boolean;
+  /** Interleaved M-RoPE sections (Qwen3-VL, rotary.ts); default: one block of pairs per axis. */
+  ropeInterleaved?: boolean;
 }
 
 export interface DecoderInput {
@@ -65,6 +69,12 @@ export interface DecoderInput {
   attention?: AttentionBackend;
   /** The default attention uses libtorch's math kernels instead of its fused ones. */
   mathAttention?: boolean;
+  /**
+   * (B, T, hidden) each: entry i is added to the residual stream after layer i (before the
+   * next layer's norm), as Qwen3-VL adds its deepstack vision features at image tokens
+   * (zero elsewhere). Fewer entries than layers: the later layers get nothing.
+   */
+  layerResiduals?: readonly Tensor[];
 }
 
 /** One decoder layer's weights, resolved from the weight map once. */
@@ -176,9 +186,9 @@ export class Decoder {
   /** Final hidden states (B, T, hidden), after the last RMSNorm. */
   forward(input: DecoderInput): Tensor {
     if (input.attention && input.attentionMask) throw new Error("an attention backend replaces attentionMask; pass only one of them");
-    if (input.attention) return this.run(input.inputsEmbeds, input.positionIds, input.attention);
+    if (input.attention) return this.run(input.inputsEmbeds, input.positionIds, input.attention, input.layerResiduals);
     using attention = causalAttention({ attentionMask: input.attentionMask, forceMath: input.mathAttention });
-    return this.run(input.inputsEmbeds, input.positionIds, attention);
+    return this.run(input.inputsEmbeds, input.positionIds, attention, input.layerResiduals);
   }
 
   /** (..., vocab) logits; with tied embeddings the head is the embedding matrix. */
@@ -186,11 +196,12 @@ export class Decoder {
     return F.linear(hidden, this.head);
   }
 
-  private run(inputsEmbeds: Tensor, positionIds: Tensor, attention: AttentionBackend): Tensor {
+  private run(inputsEmbeds: Tensor, positionIds: Tensor, attention: AttentionBackend, layerResiduals?: readonly Tensor[]): Tensor {
     const c = this.config;
     const eps = c.rmsNormEps;
     // Once per forward, not per layer.
-    const [cos, sin] = rotaryTables(positionIds, { headDim: c.headDim, theta: c.ropeTheta, sections: c.ropeSections }, inputsEmbeds.dtype);
+    const rotary = { headDim: c.headDim, theta: c.ropeTheta, sections: c.ropeSections, interleaved: c.ropeInterleaved };
+    const [cos, sin] = rotaryTables(positionIds, rotary, inputsEmbeds.dtype);
     const nextNorm = (i: number) => this.layers[i + 1]?.inputNorm ?? this.finalNorm;
     // The LoRA adapter on these weights, if any (switched off for a reference forward).
     const lora = adapterOf(this.weights);
@@ -212,7 +223,10 @@ export class Decoder {
         const [gate, up] = layer.gateUp.forward(mid.normed);
         const act = F.siluMul(adapt("gate_proj", mid.normed, gate!), adapt("up_proj", mid.normed, up!));
         const mlp = adapt("down_proj", act, F.linear(act, layer.down));
-        return F.addRmsNorm(mlp, mid.sum, nextNorm(i), eps);
+        const out = F.addRmsNorm(mlp, mid.sum, nextNorm(i), eps);
+        const extra = layerResiduals?.[i];
+        // transformers adds the layer's output first, then the extra features.
+        return extra ? F.addRmsNorm(extra.to(out.sum.dtype), out.sum, nextNorm(i), eps) : out;
       }));
     });
     if (residual !== inputsEmbeds) residual.dispose();

@@ -58,6 +58,21 @@ export interface PromptBuilder {
   readonly tokenBytes?: (id: number) => Uint8Array;
 }
 
+/**
+ * A prompt range's decoder inputs where the family feeds more than input embeddings:
+ * Qwen3-VL's deepstack adds vision features to the residual stream after its first
+ * decoder layers, at the image tokens.
+ */
+export interface PromptInputs {
+  /** (n, hiddenSize) input embeddings, as `embedPrompt` gives them. */
+  embeds: Tensor;
+  /**
+   * (n, hiddenSize) each: entry i is added after decoder layer i (zero at text tokens);
+   * absent when nothing in the range gets any. Hand them to `forward` for the same tokens.
+   */
+  layerResiduals?: Tensor[];
+}
+
 /** What the engine runs. All tensors are on `spec.device` in `spec.dtype`. */
 export interface FamilyDecoder {
   readonly spec: ModelSpec;
@@ -71,13 +86,21 @@ export interface FamilyDecoder {
    * placeholders overlap the range go through the vision tower here (once per image).
    */
   embedPrompt(prompt: Prompt, from: number): Tensor;
+  /**
+   * `embedPrompt` and the per-layer residuals of the same range, for families that have
+   * them (each image through the vision tower once for both); a family without them leaves
+   * this out and the engine calls `embedPrompt`.
+   */
+  promptInputs?(prompt: Prompt, from: number): PromptInputs;
   /** Embeddings of token ids (B,) -> (B, hiddenSize). */
   embedTokens(ids: Tensor): Tensor;
   /**
    * The decoder: (B, T, hiddenSize) embeddings and (positionAxes, B, T) int64 positions ->
    * final-normed hidden states (B, T, hiddenSize). Attention goes through `attention`.
+   * `layerResiduals` ((B, T, hiddenSize) each, from `promptInputs` for these tokens) are
+   * added after the first decoder layers; families without them ignore it.
    */
-  forward(inputsEmbeds: Tensor, positions: Tensor, attention: AttentionBackend): Tensor;
+  forward(inputsEmbeds: Tensor, positions: Tensor, attention: AttentionBackend, layerResiduals?: readonly Tensor[]): Tensor;
   /** LM head: (..., hiddenSize) -> (..., vocabSize). */
   logits(hidden: Tensor): Tensor;
 }

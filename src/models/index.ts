@@ -10,6 +10,8 @@ import type { FamilyLoader, LoadModelOptions, ModelFamily } from "./family.ts";
 import { Qwen25VLChatModel } from "./qwen2_5_vl/chat-model.ts";
 import { qwen25VLPeftModuleName } from "./qwen2_5_vl/weights.ts";
 import { Qwen3ChatModel } from "./qwen3/chat-model.ts";
+import { Qwen3VLChatModel } from "./qwen3_vl/chat-model.ts";
+import { qwen3VLCheckpointName, qwen3VLPeftModuleName } from "./qwen3_vl/weights.ts";
 import { readJson } from "./tokenizer.ts";
 
 export type {
@@ -19,6 +21,7 @@ export type {
   ModelFamily,
   ModelSpec,
   PromptBuilder,
+  PromptInputs,
   TrainingBatch,
   TrainingForwardOptions,
 } from "./family.ts";
@@ -33,24 +36,45 @@ export { Qwen25VLModel } from "./qwen2_5_vl/model.ts";
 export { Qwen25VLChatModel } from "./qwen2_5_vl/chat-model.ts";
 export { Qwen3Model } from "./qwen3/model.ts";
 export { Qwen3ChatModel } from "./qwen3/chat-model.ts";
+export { Qwen3VLModel } from "./qwen3_vl/model.ts";
+export { Qwen3VLChatModel } from "./qwen3_vl/chat-model.ts";
 
 /** model_type -> loader. */
 const FAMILIES = new Map<string, FamilyLoader>([
   ["qwen2_5_vl", (dir, opts) => Qwen25VLChatModel.load(dir, opts)],
   ["qwen3", (dir, opts) => Qwen3ChatModel.load(dir, opts)],
+  ["qwen3_vl", (dir, opts) => Qwen3VLChatModel.load(dir, opts)],
 ]);
 
 /**
  * model_type -> how PEFT names a decoder module (`model.layers.0.self_attn.q_proj` in
  * vagen's checkpoint names) over transformers' model class, where the two differ.
  */
-const PEFT_MODULE_NAMES = new Map<string, (path: string) => string>([["qwen2_5_vl", qwen25VLPeftModuleName]]);
+const PEFT_MODULE_NAMES = new Map<string, (path: string) => string>([
+  ["qwen2_5_vl", qwen25VLPeftModuleName],
+  ["qwen3_vl", qwen3VLPeftModuleName],
+]);
+
+/**
+ * model_type -> a weight's name as transformers' class saves it, from vagen's checkpoint
+ * name, where transformers would not load vagen's (`vagen export` writes these).
+ */
+const EXPORT_WEIGHT_NAMES = new Map<string, (name: string) => string>([["qwen3_vl", qwen3VLCheckpointName]]);
+
+function modelTypeOf(dir: string): string {
+  const cfgPath = join(dir, "config.json");
+  if (!existsSync(cfgPath)) throw new VagenError(`${cfgPath}: file not found`, "pass a Hugging Face model directory (config.json, *.safetensors, tokenizer.json)");
+  return String(readJson(cfgPath).model_type);
+}
+
+/** How `vagen export` names the weights of the model directory's family (identity where transformers loads vagen's names). */
+export function exportWeightNamer(dir: string): (name: string) => string {
+  return EXPORT_WEIGHT_NAMES.get(modelTypeOf(dir)) ?? ((name) => name);
+}
 
 /** The module namer of the model directory's family for PEFT adapter keys (identity where the names agree). */
 export function peftModuleNamer(dir: string): (path: string) => string {
-  const cfgPath = join(dir, "config.json");
-  if (!existsSync(cfgPath)) throw new VagenError(`${cfgPath}: file not found`, "pass a Hugging Face model directory (config.json, *.safetensors, tokenizer.json)");
-  return PEFT_MODULE_NAMES.get(String(readJson(cfgPath).model_type)) ?? ((path) => path);
+  return PEFT_MODULE_NAMES.get(modelTypeOf(dir)) ?? ((path) => path);
 }
 
 /** Registers (or replaces) the family that loads directories of this `model_type`. */

@@ -14,6 +14,33 @@ export interface RotaryOptions {
   theta: number;
   /** Frequency pairs per position axis, summing to headDim / 2 (one entry: plain RoPE). */
   sections: readonly number[];
+  /**
+   * Interleaved M-RoPE (Qwen3-VL's `mrope_interleaved`): pair j reads the height axis when
+   * j % 3 == 1 and j < 3 * sections[1], the width axis when j % 3 == 2 and j < 3 * sections[2],
+   * the temporal axis otherwise. Default: each axis takes its section as one block of pairs.
+   */
+  interleaved?: boolean;
+}
+
+/** [axis, first pair, pair count] runs covering the headDim / 2 frequency pairs in order. */
+function axisRuns(sections: readonly number[], interleaved: boolean): [number, number, number][] {
+  if (!interleaved || sections.length !== 3) {
+    let start = 0;
+    return sections.map((size, axis) => {
+      const run: [number, number, number] = [axis, start, size];
+      start += size;
+      return run;
+    });
+  }
+  const half = sections[0]! + sections[1]! + sections[2]!;
+  const runs: [number, number, number][] = [];
+  for (let j = 0; j < half; j++) {
+    const axis = j % 3 === 1 && j < 3 * sections[1]! ? 1 : j % 3 === 2 && j < 3 * sections[2]! ? 2 : 0;
+    const last = runs[runs.length - 1];
+    if (last && last[0] === axis) last[2]++;
+    else runs.push([axis, j, 1]);
+  }
+  return runs;
 }
 
 /**
@@ -23,18 +50,13 @@ export interface RotaryOptions {
  */
 export function rotaryTables(positionIds: Tensor, opts: RotaryOptions, dtype: DType): [Tensor, Tensor] {
   return torch.tidy(() => {
-    const { headDim, theta, sections } = opts;
+    const { headDim, theta, sections, interleaved = false } = opts;
     const device = positionIds.device;
     const exponents = torch.arange(0, headDim, 2, { dtype: "f32", device }).div(headDim);
     const invFreq = exponents.rpow(theta).rdiv(1);
     // (axes, B, T, 1) * (half) -> (axes, B, T, half): the same products as transformers' matmul.
     const freqs = positionIds.to("f32").unsqueeze(-1).mul(invFreq);
-    let start = 0;
-    const parts = sections.map((size, axis) => {
-      const part = freqs.select(0, axis).narrow(-1, start, size);
-      start += size;
-      return part;
-    });
+    const parts = axisRuns(sections, interleaved).map(([axis, start, size]) => freqs.select(0, axis).narrow(-1, start, size));
     const picked = parts.length === 1 ? parts[0]! : torch.cat(parts, -1);
     const emb = torch.cat([picked, picked], -1);
     return [emb.cos().to(dtype), emb.sin().to(dtype)];

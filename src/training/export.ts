@@ -19,6 +19,7 @@ import YAML from "yaml";
 import { VagenError } from "../core/errors.ts";
 import { safetensors, type DType, type Tensor } from "../torch/index.ts";
 import * as torch from "../torch/index.ts";
+import { exportWeightNamer } from "../models/index.ts";
 import { adapterFromCheckpoint, isAdapterWeights, loraAlphaOf, mergedWeights, writePeftAdapter } from "./export-lora.ts";
 import { checkExportTarget, replaceWithStaged, stagingDirFor } from "./export-target.ts";
 
@@ -111,7 +112,7 @@ export function exportCheckpoint(checkpoint: string, out: string, opts: ExportOp
       }
       const merged = mergedWeights(base, adapter);
       try {
-        saveWeights(tmp, merged.weights, opts.dtype);
+        saveWeights(tmp, merged.weights, exportWeightNamer(base), opts.dtype);
       } finally {
         merged.release();
       }
@@ -119,7 +120,7 @@ export function exportCheckpoint(checkpoint: string, out: string, opts: ExportOp
       replaceWithStaged(tmp, target);
       return { out: target, tensors: merged.weights.size };
     }
-    saveWeights(tmp, weights, opts.dtype);
+    saveWeights(tmp, weights, exportWeightNamer(base), opts.dtype);
     for (const file of MODEL_FILES) if (existsSync(join(base, file))) copyFileSync(join(base, file), join(tmp, file));
     replaceWithStaged(tmp, target);
     return { out: target, tensors: weights.size };
@@ -131,11 +132,11 @@ export function exportCheckpoint(checkpoint: string, out: string, opts: ExportOp
   }
 }
 
-/** Sharded safetensors of `weights` in `dir`, converted to `dtype` if given. */
-function saveWeights(dir: string, weights: Map<string, Tensor>, dtype?: DType): void {
+/** Sharded safetensors of `weights` in `dir` under the names transformers loads (`name`), converted to `dtype` if given. */
+function saveWeights(dir: string, weights: Map<string, Tensor>, name: (vagenName: string) => string, dtype?: DType): void {
   const converted = dtype ? new Map([...weights].map(([k, t]) => [k, torch.tidy(() => t.to(dtype))])) : weights;
   try {
-    safetensors.saveSharded(dir, converted, { metadata: { format: "pt" } });
+    safetensors.saveSharded(dir, new Map([...converted].map(([k, t]) => [name(k), t])), { metadata: { format: "pt" } });
   } finally {
     if (converted !== weights) for (const t of converted.values()) t.dispose();
   }

@@ -61,6 +61,8 @@ export interface RefCase {
   greedy?: number[];
   prompt_text?: string;
   greedy_text?: string;
+  /** Keyword arguments the reference rendered the chat template with (enable_thinking, ...). */
+  template_kwargs?: Record<string, unknown>;
   image_grid_thw?: number[][];
   rows?: string[];
   padding?: "left" | "right";
