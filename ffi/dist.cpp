@@ -17,6 +17,10 @@
 //     the class's exact 1.13 data layout (checked by static_assert against the sizes the
 //     real header gives); nothing else of Gloo is touched from here. VAGEN_GLOO=0 and
 //     VAGEN_NCCL=0 at build time leave either backend out (src/shim/compile.ts).
+//   * The gradient reducer (vt_dist_reducer_*) is the one piece that is not blocking: it
+//     hooks the autograd engine, which runs on its own threads, and launches bucketed
+//     all-reduces while the backward pass goes on (as c10d's Reducer does for DDP); its
+//     finish call is the blocking wait.
 //   * ReduceOp codes: 0 sum, 1 avg, 2 max, 3 min. Gloo has no avg: it sums, then divides
 //     by the group size. Gloo has no reduce_scatter in 1.13, so on Gloo it is always an
 //     all_reduce of the concatenated inputs that keeps this rank's chunk.
@@ -31,6 +35,9 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
 #if VT_TORCH_AT_LEAST(2, 0)
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -518,6 +525,270 @@ VT_API int32_t vt_dist_reduce_scatter(void* group, void* output, const double* i
       finish_avg(g, op, c);
     });
   }
+  VT_CATCH
+}
+
+// ---- gradient reducer: bucketed all-reduce overlapping the backward pass ----------------
+//
+// What DDP's c10d Reducer does, reduced to what the trainer needs. At creation, the
+// trainable parameters are cut into buckets of about `bucket_bytes` each, in reverse
+// registration order (the order a backward pass produces their gradients), never mixing
+// dtypes or devices; a post hook goes on each parameter's gradient accumulator. During a
+// synced backward (vt_dist_reducer_prepare(.., 1)), a hook marks its parameter ready once
+// its gradient is accumulated; when every parameter of the next bucket in order is ready,
+// the bucket's gradients are flattened into one buffer and its all-reduce (sum) is
+// launched without waiting. Buckets launch strictly in index order on every rank, because
+// c10d matches collectives by their order: a bucket whose parameter got no gradient holds
+// the later ones back until finish, which launches what is left (a gradient that never
+// came is zero-filled), waits on every bucket and writes the reduced sums back into the
+// parameters' gradients. Backward passes with prepare(.., 0) accumulate locally only
+// (DDP's no_sync): micro-batches reduce once, in the last one's backward.
+//
+// With a keep mask (ZeRO stage 2), a rank keeps the reduced gradient of the parameters it
+// owns only: a bucket's other gradients are freed once flattened into the buffer that is
+// reduced, and not written back.
+//
+// The hooks run on the autograd engine's threads (one per device); a mutex guards the
+// state. A hook never throws into the engine: a failure is recorded and finish reports it.
+
+namespace {
+
+struct GradBucket {
+  std::vector<size_t> members;  // parameter indices, in bucket order
+  int64_t numel = 0;
+  size_t pending = 0;  // members not yet ready in this synced pass
+  at::Tensor buffer;
+  c10::intrusive_ptr<c10d::Work> work;
+};
+
+struct GradReducer;
+
+// A post hook on a gradient accumulator: tells the reducer its parameter is ready.
+struct ReadyHook : public torch::autograd::FunctionPostHook {
+  ReadyHook(GradReducer* reducer, size_t index) : reducer(reducer), index(index) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /* inputs */) override;
+  GradReducer* reducer;
+  size_t index;
+};
+
+struct GradReducer {
+  DistGroup group;  // a copy: the reducer keeps the backend (and its store) alive
+  std::vector<at::Tensor> params;
+  std::vector<bool> keep;
+  std::vector<size_t> bucket_of;
+  std::vector<GradBucket> buckets;
+  std::vector<std::pair<uintptr_t, std::shared_ptr<torch::autograd::Node>>> hooks;
+  std::vector<bool> ready;
+  size_t next_bucket = 0;
+  bool sync = false;
+  std::string error;
+  std::mutex mu;
+
+  // Called with mu held.
+  void mark_ready(size_t i) {
+    if (!sync || !error.empty()) return;
+    if (ready[i]) {
+      error = "the gradient of parameter " + std::to_string(i) +
+              " arrived twice before finish (two synced backward passes: prepare(sync=false) for all but the last)";
+      return;
+    }
+    ready[i] = true;
+    GradBucket& b = buckets[bucket_of[i]];
+    if (b.pending > 0) b.pending--;
+    while (next_bucket < buckets.size() && buckets[next_bucket].pending == 0) launch(next_bucket++);
+  }
+
+  // Flattens bucket `k` and launches its all-reduce. Called with mu held.
+  void launch(size_t k) {
+    if (!error.empty()) return;
+    try {
+      c10::AutoGradMode no_grad(false);
+      GradBucket& b = buckets[k];
+      std::vector<at::Tensor> flat;
+      flat.reserve(b.members.size());
+      const at::Tensor& first = params[b.members[0]];
+      for (size_t m : b.members) {
+        const at::Tensor& g = params[m].grad();
+        // a parameter no backward reached: its share of the sum is zero
+        flat.push_back(g.defined() ? g.reshape({-1}) : at::zeros({params[m].numel()}, first.options()));
+      }
+      b.buffer = at::cat(flat);
+      for (size_t m : b.members) {
+        if (!keep[m]) params[m].mutable_grad().reset();
+      }
+      std::vector<at::Tensor> tensors{b.buffer};
+      c10d::AllreduceOptions opts;
+      opts.reduceOp = c10d::ReduceOp(c10d::ReduceOp::SUM);
+      opts.timeout = group.timeout;
+      b.work = group.pg->allreduce(tensors, opts);
+    } catch (const std::exception& e) {
+      error = std::string("launching the all-reduce of gradient bucket ") + std::to_string(k) + ": " + e.what();
+    }
+  }
+
+  // Back to the state before a synced pass.
+  void reset() {
+    for (auto& b : buckets) {
+      b.pending = b.members.size();
+      b.buffer = at::Tensor();
+      b.work.reset();
+    }
+    std::fill(ready.begin(), ready.end(), false);
+    next_bucket = 0;
+    sync = false;
+    error.clear();
+  }
+};
+
+torch::autograd::variable_list ReadyHook::operator()(const torch::autograd::variable_list& outputs,
+                                                     const torch::autograd::variable_list& /* inputs */) {
+  std::lock_guard<std::mutex> lock(reducer->mu);
+  reducer->mark_ready(index);
+  return outputs;
+}
+
+GradReducer& reducer_of(void* handle) {
+  if (handle == nullptr) throw std::invalid_argument("use of a disposed gradient reducer");
+  return *static_cast<GradReducer*>(handle);
+}
+
+}  // namespace
+
+// A reducer over the parameters (leaves that require grad; at most one reducer each).
+// bucket_bytes: a bucket's size cap (a parameter larger than it gets a bucket of its own).
+// keep: null (keep every reduced gradient) or one flag per parameter (0: this rank drops
+// that reduced gradient: ZeRO stage 2). out: [reducer handle, bucket count]; bucket_of
+// (n doubles): each parameter's bucket.
+VT_API int32_t vt_dist_reducer_new(void* group, const double* handles, int32_t n, int64_t bucket_bytes,
+                                   const double* keep, double* out, double* bucket_of) {
+  VT_TRY
+  auto& g = group_of(group);
+  TORCH_CHECK(n >= 1, "a gradient reducer needs at least one parameter");
+  TORCH_CHECK(bucket_bytes >= 1, "bucket size must be positive, got ", bucket_bytes, " bytes");
+  auto r = std::make_unique<GradReducer>();
+  r->group = g;
+  r->params = vt::tensors(handles, n);
+  for (int32_t i = 0; i < n; i++) {
+    const at::Tensor& p = r->params[static_cast<size_t>(i)];
+    TORCH_CHECK(p.requires_grad() && p.is_leaf(), "parameter ", i, " is not a leaf that requires grad");
+    TORCH_CHECK(!p.is_sparse(), "parameter ", i, " is sparse");
+    r->keep.push_back(keep == nullptr || keep[i] != 0);
+  }
+  // Reverse registration order; a new bucket when the cap would be passed or the
+  // dtype or device changes.
+  r->bucket_of.assign(static_cast<size_t>(n), 0);
+  int64_t bytes = 0;
+  for (int32_t i = n - 1; i >= 0; i--) {
+    const at::Tensor& p = r->params[static_cast<size_t>(i)];
+    const int64_t size = p.numel() * static_cast<int64_t>(p.element_size());
+    bool fresh = r->buckets.empty();
+    if (!fresh) {
+      const at::Tensor& head = r->params[r->buckets.back().members[0]];
+      fresh = head.scalar_type() != p.scalar_type() || head.device() != p.device() || bytes + size > bucket_bytes;
+    }
+    if (fresh) {
+      r->buckets.emplace_back();
+      bytes = 0;
+    }
+    GradBucket& b = r->buckets.back();
+    b.members.push_back(static_cast<size_t>(i));
+    b.numel += p.numel();
+    bytes += size;
+    r->bucket_of[static_cast<size_t>(i)] = r->buckets.size() - 1;
+  }
+  r->ready.assign(static_cast<size_t>(n), false);
+  r->reset();
+  for (int32_t i = 0; i < n; i++) {
+    auto acc = torch::autograd::impl::grad_accumulator(r->params[static_cast<size_t>(i)]);
+    TORCH_CHECK(acc != nullptr, "parameter ", i, " has no gradient accumulator");
+    const uintptr_t key = acc->add_post_hook(std::make_unique<ReadyHook>(r.get(), static_cast<size_t>(i)));
+    r->hooks.emplace_back(key, std::move(acc));
+  }
+  for (int32_t i = 0; i < n; i++) bucket_of[i] = static_cast<double>(r->bucket_of[static_cast<size_t>(i)]);
+  out[1] = static_cast<double>(r->buckets.size());
+  out[0] = static_cast<double>(reinterpret_cast<uintptr_t>(r.release()));
+  VT_CATCH
+}
+
+// Whether the backward passes until the next finish reduce (1: the last micro-batch's
+// backward) or only accumulate locally (0). A new synced pass starts from no bucket ready.
+VT_API int32_t vt_dist_reducer_prepare(void* reducer, int32_t sync) {
+  VT_TRY
+  auto& r = reducer_of(reducer);
+  std::lock_guard<std::mutex> lock(r.mu);
+  TORCH_CHECK(r.next_bucket == 0 || sync != 0, "prepare(sync=false) while a synced pass has launched buckets: call finish first");
+  r.sync = sync != 0;
+  VT_CATCH
+}
+
+// Launches what the backward left (all of it when no synced backward ran), waits on every
+// bucket with the group's timeout and writes the sums back into the gradients (each
+// divided by `divisor` when it is not 1); a kept parameter without a gradient gets one.
+// Throws a launch failure or c10d's error (a dead peer, a timeout).
+VT_API int32_t vt_dist_reducer_finish(void* reducer, double divisor) {
+  VT_TRY
+  auto& r = reducer_of(reducer);
+  std::lock_guard<std::mutex> lock(r.mu);
+  TORCH_CHECK(divisor != 0, "cannot divide the reduced gradients by 0");
+  struct Reset {
+    GradReducer& r;
+    ~Reset() { r.reset(); }
+  } reset{r};
+  while (r.next_bucket < r.buckets.size()) r.launch(r.next_bucket++);
+  if (!r.error.empty()) throw std::runtime_error(r.error);
+  c10::AutoGradMode no_grad(false);
+  for (size_t k = 0; k < r.buckets.size(); k++) {
+    GradBucket& b = r.buckets[k];
+    b.work->wait(r.group.timeout + std::chrono::milliseconds(1000));
+    if (divisor != 1) b.buffer.div_(divisor);
+    int64_t offset = 0;
+    for (size_t m : b.members) {
+      at::Tensor& p = r.params[m];
+      const int64_t numel = p.numel();
+      if (r.keep[m]) {
+        at::Tensor sum = b.buffer.narrow(0, offset, numel).view(p.sizes());
+        at::Tensor& grad = p.mutable_grad();
+        if (grad.defined()) {
+          grad.copy_(sum);
+        } else {
+          grad = at::empty_like(p, at::MemoryFormat::Contiguous);
+          grad.copy_(sum);
+        }
+      }
+      offset += numel;
+    }
+  }
+  VT_CATCH
+}
+
+// Unregisters the hooks and frees the reducer (never during a backward pass).
+VT_API void vt_dist_reducer_free(void* reducer) {
+  VT_TRY
+  auto* r = static_cast<GradReducer*>(reducer);
+  if (r == nullptr) return;
+  for (auto& [key, acc] : r->hooks) acc->del_post_hook(key);
+  r->hooks.clear();
+  {
+    // wait for what a failed or abandoned pass left in flight, so no buffer is freed under it
+    std::lock_guard<std::mutex> lock(r->mu);
+    for (auto& b : r->buckets) {
+      if (!b.work) continue;
+      try {
+        b.work->wait(r->group.timeout + std::chrono::milliseconds(1000));
+      } catch (...) {
+      }
+    }
+  }
+  delete r;
+  VT_CATCH_VOID
+}
+
+// Deletes `key` from the store; out[0]: whether it was there.
+VT_API int32_t vt_dist_store_delete(void* store, const char* key, double* out) {
+  VT_TRY
+  auto& s = store_of(store);
+  out[0] = s.store->deleteKey(std::string(key)) ? 1 : 0;
   VT_CATCH
 }
 

@@ -35,7 +35,7 @@
 // whenever one changes: src/torch refuses a shim whose vt_abi_version() differs from the
 // version its bindings were generated for, and the generator refuses a changed ABI that
 // kept the old number.
-#define VT_ABI_VERSION 4
+#define VT_ABI_VERSION 5
 
 #define VT_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))

@@ -14,8 +14,12 @@
  * collective the group refuses further collectives (its peers disagree on what ran);
  * dispose it and end the process. Every rank must call the same collectives in the same
  * order with tensors of the same shape and dtype.
+ *
+ * The one exception to "every call blocks" is the gradient reducer
+ * (`pg.gradientReducer(params)`, DDP's bucketed all-reduce): its hooks launch the
+ * all-reduces while a backward pass runs, and its `finish()` is the blocking wait.
  */
-import type { Pointer } from "bun:ffi";
+import { ptr, type Pointer } from "bun:ffi";
 import { TorchError } from "./errors.ts";
 import { ARGS, ARGS_PTR, OUT, OUT_PTR, S, loadTorch } from "./native.ts";
 import { Tensor } from "./tensor.ts";
@@ -347,6 +351,33 @@ export class ProcessGroup {
     this.#collective(name, S.vt_dist_reduce_scatter(g, outHandle, ARGS_PTR, n, code));
   }
 
+  /**
+   * A reducer that sums the gradients of `params` over the ranks while the backward pass
+   * runs (see GradientReducer). Every rank must create it over the same parameters in the
+   * same order. At most one reducer per parameter at a time.
+   */
+  gradientReducer(params: readonly Tensor[], opts: GradientReducerOptions = {}): GradientReducer {
+    const name = "gradientReducer";
+    const g = this.#ready(name);
+    if (params.length === 0) throw this.#error(name, "no parameters");
+    const bucketBytes = opts.bucketBytes ?? DEFAULT_BUCKET_BYTES;
+    if (!Number.isInteger(bucketBytes) || bucketBytes < 1) throw this.#error(name, `bucketBytes must be a positive integer, got ${bucketBytes}`);
+    if (opts.keep && opts.keep.length !== params.length) throw this.#error(name, `keep has ${opts.keep.length} flags for ${params.length} parameters`);
+    const n = this.#putHandles(name, params);
+    const keep = opts.keep ? Float64Array.from(opts.keep, (k) => (k ? 1 : 0)) : undefined;
+    const bucketOf = new Float64Array(n);
+    const status = S.vt_dist_reducer_new(g, ARGS_PTR, n, bucketBytes, keep ? ptr(keep) : null, OUT_PTR, ptr(bucketOf));
+    // Nothing was sent: a refusal here (a parameter that is not a leaf) leaves the group usable.
+    if (status !== 0) throw this.#error(name, lastError());
+    const handle = OUT[0]!;
+    const buckets: number[][] = Array.from({ length: OUT[1]! }, () => []);
+    bucketOf.forEach((b, i) => buckets[b]!.push(i));
+    return new GradientReducer(handle, buckets, {
+      ready: (op) => this.#ready(op),
+      collective: (op, status) => this.#collective(op, status),
+    });
+  }
+
   /** Returns once every rank has reached it. */
   barrier(): void {
     const g = this.#ready("barrier");
@@ -377,6 +408,14 @@ export class ProcessGroup {
     return out;
   }
 
+  /** Deletes `key` from the store; whether it was there. */
+  storeDelete(key: string): boolean {
+    const name = `storeDelete("${key}")`;
+    if (this.#store === 0) throw this.#error(name, "the process group was disposed");
+    if (S.vt_dist_store_delete(this.#store, cstr(key), OUT_PTR) !== 0) throw this.#error(name, lastError());
+    return OUT[0] === 1;
+  }
+
   /**
    * Frees the group and its store. Rank 0 serves the store: dispose it last (after a
    * barrier), or the others' store calls fail. On Gloo this waits for queued work, up
@@ -387,6 +426,96 @@ export class ProcessGroup {
     if (this.#store !== 0) S.vt_dist_store_free(this.#store);
     this.#group = 0;
     this.#store = 0;
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+/** DDP's default bucket size: 25 MiB. */
+export const DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024;
+
+export interface GradientReducerOptions {
+  /** A bucket's size cap in bytes (default 25 MiB, as DDP); a larger parameter gets a bucket of its own. */
+  bucketBytes?: number;
+  /**
+   * One flag per parameter: whether this rank keeps its reduced gradient (default: all).
+   * ZeRO stage 2 keeps the gradients of the parameters the rank steps; the others are
+   * freed once their bucket is flattened for its all-reduce, and stay undefined.
+   */
+  keep?: readonly boolean[];
+}
+
+interface GroupAccess {
+  ready(op: string): number;
+  collective(op: string, status: number): void;
+}
+
+/**
+ * Sums gradients over the ranks while the backward pass runs, as PyTorch's DDP does
+ * (ffi/dist.cpp's reducer: post hooks on the parameters' gradient accumulators, run on
+ * the autograd engine's threads, so the work is all in C++).
+ *
+ * The parameters are cut into buckets of about `bucketBytes` in reverse order (the order
+ * a backward produces their gradients; `buckets` lists them). In a synced backward, a
+ * bucket whose gradients are all accumulated is flattened and its all-reduce (sum) is
+ * launched at once, in bucket order on every rank; `finish()` launches what is left (a
+ * gradient no backward produced counts as zeros), waits, and writes the sums back:
+ *
+ *   reducer.prepare(false); microLoss1.backward();   // accumulate only (DDP's no_sync)
+ *   reducer.prepare(true);  microLoss2.backward();   // buckets all-reduce while it runs
+ *   reducer.finish();                                 // p.grad = sum over ranks
+ *
+ * A rank with nothing to backpropagate calls prepare and finish alone: it joins with
+ * zeros. Errors (a dead peer, a timeout) come from finish as DistributedErrors and break
+ * the group, as any failed collective does. Dispose before the parameters stop requiring
+ * gradients; never during a backward.
+ */
+export class GradientReducer {
+  #handle: number;
+  readonly #group: GroupAccess;
+  /** Parameter indices of each bucket, in the order they are reduced. */
+  readonly buckets: readonly (readonly number[])[];
+
+  /** @internal Use ProcessGroup.gradientReducer(). */
+  constructor(handle: number, buckets: number[][], group: GroupAccess) {
+    this.#handle = handle;
+    this.buckets = buckets;
+    this.#group = group;
+  }
+
+  #live(op: string): number {
+    this.#group.ready(op);
+    if (this.#handle === 0) throw new TorchError(`${op}: the gradient reducer was disposed`);
+    return this.#handle;
+  }
+
+  /** Whether the backward passes until the next finish() all-reduce (true: the last micro-batch's) or only accumulate (false). */
+  prepare(sync: boolean): void {
+    check(S.vt_dist_reducer_prepare(this.#live("gradientReducer.prepare"), sync ? 1 : 0));
+  }
+
+  /**
+   * Waits for every bucket's sum (launching those the backward did not) and writes it into
+   * the parameters' gradients, divided by `divideBy` when given (the trainer divides its
+   * losses instead and passes nothing). Then the reducer is ready for the next step.
+   */
+  finish(opts: { divideBy?: number } = {}): void {
+    const op = "gradientReducer.finish";
+    const divisor = opts.divideBy ?? 1;
+    if (!Number.isFinite(divisor) || divisor === 0) throw new TorchError(`${op}: divideBy must be a finite non-zero number, got ${divisor}`);
+    this.#group.collective(op, S.vt_dist_reducer_finish(this.#live(op), divisor));
+  }
+
+  get disposed(): boolean {
+    return this.#handle === 0;
+  }
+
+  /** Unregisters the hooks. */
+  dispose(): void {
+    if (this.#handle !== 0) S.vt_dist_reducer_free(this.#handle);
+    this.#handle = 0;
   }
 
   [Symbol.dispose](): void {

@@ -3,10 +3,10 @@
 import { FFIType } from "bun:ffi";
 
 /** The shim's ABI version (VT_ABI_VERSION in ffi/shim.h); loadTorch refuses a shim with another. */
-export const ABI_VERSION = 4;
+export const ABI_VERSION = 5;
 
 /** A hash of every signature and op list; a change without a new ABI_VERSION fails the build. */
-export const ABI_FINGERPRINT = "8e8a2803e6409164";
+export const ABI_FINGERPRINT = "86b9c45019d6b8fe";
 
 /** Every native entry point with its argument types, in the order of ffi/. */
 export const SYMBOLS = {
@@ -106,6 +106,11 @@ export const SYMBOLS = {
   vt_dist_all_gather: { args: ["ptr", "ptr", "ptr"], returns: "i32" },
   vt_dist_broadcast: { args: ["ptr", "ptr", "i32"], returns: "i32" },
   vt_dist_reduce_scatter: { args: ["ptr", "ptr", "ptr", "i32", "i32"], returns: "i32" },
+  vt_dist_reducer_new: { args: ["ptr", "ptr", "i32", "i64", "ptr", "ptr", "ptr"], returns: "i32" },
+  vt_dist_reducer_prepare: { args: ["ptr", "i32"], returns: "i32" },
+  vt_dist_reducer_finish: { args: ["ptr", "f64"], returns: "i32" },
+  vt_dist_reducer_free: { args: ["ptr"], returns: "void" },
+  vt_dist_store_delete: { args: ["ptr", "cstring", "ptr"], returns: "i32" },
   vt_dist_barrier: { args: ["ptr"], returns: "i32" },
   vt_dist_pg_info: { args: ["ptr", "ptr"], returns: "i32" },
   vt_dist_pg_free: { args: ["ptr"], returns: "void" },

@@ -10,17 +10,19 @@
  *             (ids, masks, scores, log-probs, values; no images, no prompts' pixels),
  *             so all ranks hold the same batch in the same order as one process
  *   estimate  advantages, the filter: on every rank, on the whole batch, identically
- *   update    mini-batches planned alike on every rank; each rank backpropagates the
- *             rows of the mini-batch it played, divided by the whole mini-batch's counts;
- *             gradients are summed across ranks, then every rank clips and steps alike
+ *   update    mini-batches planned alike on every rank; each mini-batch's rows dealt to
+ *             the ranks by token count (balanceRows; a row's images lent by the rank that
+ *             played it), each rank backpropagates its rows divided by the whole
+ *             mini-batch's counts; gradients are summed across ranks (in buckets while
+ *             the backward runs), then every rank clips and steps alike
  *
  * Rank 0 alone writes files. This module holds the pure parts: which items a rank plays,
- * and a row's wire form (what another rank needs of it).
+ * which rows it backpropagates, and a row's wire form (what another rank needs of it).
  */
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
 import type { RolloutEpisode } from "../rollout/index.ts";
-import type { TrainingRow } from "../rollout/types.ts";
+import type { RowImage, TrainingRow } from "../rollout/types.ts";
 import type { RankContext } from "./ranks.ts";
 import type { Rollout } from "./rollout-phase.ts";
 
@@ -45,14 +47,141 @@ export function toWireRow(row: TrainingRow): WireRow {
  * needed; a forward that got one anyway would be refused by the family (image tokens
  * without features), not silently wrong.
  */
-export function fromWireRow(wire: WireRow): TrainingRow & { remote: true } {
-  const { imageCount: _, ...rest } = wire;
-  return { ...rest, images: [], remote: true };
+export function fromWireRow(wire: WireRow, owner: number): RemoteRow {
+  return { ...wire, images: [], remote: true, owner };
 }
+
+/** A row another rank played: `owner` holds its `imageCount` images (see lendRowImages). */
+export type RemoteRow = TrainingRow & { remote: true; owner: number; imageCount: number };
 
 /** Whether a row was played by this rank (and so can be run through the model here). */
 export function isLocalRow(row: TrainingRow): boolean {
   return (row as { remote?: boolean }).remote !== true;
+}
+
+/** The rank that played a row (and so holds its images). */
+export function rowOwner(row: TrainingRow, ctx: RankContext): number {
+  return isLocalRow(row) ? ctx.rank : (row as RemoteRow).owner;
+}
+
+/** What a row costs the update's forward and backward: its prompt and response tokens. */
+export function rowTokens(row: TrainingRow): number {
+  return row.promptIds.length + row.responseIds.length;
+}
+
+/**
+ * The rank each row is backpropagated on, so that the ranks' token counts are as even as
+ * the greedy rule makes them: rows longest first (ties: the earlier row), each onto the
+ * rank with the fewest tokens so far (ties: the lower rank). Pure and the same on every
+ * rank, which all hold the whole batch. Groups need not stay together here: the
+ * estimators ran on the whole batch before the update, and each row's loss is divided
+ * by the whole mini-batch's counts, so only the sum over the ranks matters.
+ *
+ * tokens[i]: row i's token count; returns rank[i] in [0, world).
+ */
+export function balanceRows(tokens: readonly number[], world: number): number[] {
+  const load = new Array<number>(world).fill(0);
+  const rank = new Array<number>(tokens.length).fill(0);
+  const order = tokens.map((n, i) => ({ n, i })).sort((a, b) => b.n - a.n || a.i - b.i);
+  for (const { n, i } of order) {
+    let best = 0;
+    for (let r = 1; r < world; r++) if (load[r]! < load[best]!) best = r;
+    rank[i] = best;
+    load[best]! += n;
+  }
+  return rank;
+}
+
+/**
+ * balanceRows over groups: the rows of one group (uid) go to one rank together, the
+ * groups dealt by their token sums (longest first, ties: the group met first). Returns
+ * each row's rank.
+ */
+export function balanceGroups(rows: readonly TrainingRow[], world: number): number[] {
+  const index = new Map<string, number>();
+  const sums: number[] = [];
+  const groupOf = rows.map((r) => {
+    let g = index.get(r.uid);
+    if (g === undefined) {
+      g = sums.length;
+      index.set(r.uid, g);
+      sums.push(0);
+    }
+    sums[g]! += rowTokens(r);
+    return g;
+  });
+  const rank = balanceRows(sums, world);
+  return groupOf.map((g) => rank[g]!);
+}
+
+/**
+ * A row's images on the wire: a 4-byte little-endian length, the JSON of each image's
+ * offset, length, grid and size, then every image's pixels in order.
+ */
+export function encodeRowImages(images: readonly RowImage[]): Uint8Array {
+  const meta = new TextEncoder().encode(JSON.stringify(images.map((m) => ({ offset: m.offset, length: m.length, grid: m.grid, width: m.image.width, height: m.image.height }))));
+  const pixels = images.reduce((n, m) => n + m.image.data.length, 0);
+  const out = new Uint8Array(4 + meta.length + pixels);
+  new DataView(out.buffer).setUint32(0, meta.length, true);
+  out.set(meta, 4);
+  let at = 4 + meta.length;
+  for (const m of images) {
+    out.set(m.image.data, at);
+    at += m.image.data.length;
+  }
+  return out;
+}
+
+export function decodeRowImages(bytes: Uint8Array): RowImage[] {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const metaLength = view.getUint32(0, true);
+  const meta = JSON.parse(new TextDecoder().decode(bytes.subarray(4, 4 + metaLength))) as { offset: number; length: number; grid: number[]; width: number; height: number }[];
+  let at = 4 + metaLength;
+  return meta.map((m) => {
+    const size = m.width * m.height * 3;
+    const data = bytes.slice(at, at + size);
+    at += size;
+    if (data.length !== size) throw new Error(`decodeRowImages: an image of ${m.width}x${m.height} needs ${size} bytes, the message has ${data.length}`);
+    return { offset: m.offset, length: m.length, grid: m.grid, image: { width: m.width, height: m.height, data } };
+  });
+}
+
+/**
+ * Rows move between ranks at the update (balanceRows), but a row's images live only on
+ * the rank that played it: they were not exchanged with the rest of the row (pixels are
+ * the bulk of a step's data and most rows stay home). So before an update each owner
+ * lends the images of its rows that another rank will backpropagate, through the group's
+ * store, under `key/<row>/<rank>`; the borrower reads them (then deletes the key, so the
+ * store does not grow over a run) and puts them on its copy of the row. `needed` lists
+ * (row index in `rows`, the rank that runs it). Returns the rows that got images: give
+ * them back with `returnRowImages` after the update.
+ */
+export function lendRowImages(ctx: RankContext, key: string, rows: readonly TrainingRow[], needed: readonly { row: number; rank: number }[]): TrainingRow[] {
+  const group = ctx.group;
+  if (!group || ctx.world === 1) return [];
+  const moves = needed.filter(({ row, rank }) => {
+    const r = rows[row]!;
+    const owner = rowOwner(r, ctx);
+    const count = isLocalRow(r) ? r.images.length : (r as RemoteRow).imageCount;
+    return rank !== owner && count > 0;
+  });
+  // owners write every loan first, then borrowers read theirs: no rank waits on itself
+  for (const { row, rank } of moves) if (rowOwner(rows[row]!, ctx) === ctx.rank) group.storeSet(`${key}/${row}/${rank}`, encodeRowImages(rows[row]!.images));
+  const borrowed: TrainingRow[] = [];
+  for (const { row, rank } of moves) {
+    if (rank !== ctx.rank) continue;
+    const r = rows[row]!;
+    const name = `${key}/${row}/${rank}`;
+    r.images = decodeRowImages(group.storeGet(name));
+    group.storeDelete(name);
+    borrowed.push(r);
+  }
+  return borrowed;
+}
+
+/** Drops borrowed images again: a row another rank played holds no pixels outside the update. */
+export function returnRowImages(rows: readonly TrainingRow[]): void {
+  for (const r of rows) r.images = [];
 }
 
 /** Columns of per-row host data as JSON-safe arrays, each row cut to its response length. */
@@ -85,8 +214,10 @@ export function anyRank(ctx: RankContext, key: string, flag: boolean): boolean {
 }
 
 /**
- * Sums each parameter's gradient over the ranks, in place (a parameter without a gradient
- * on this rank, one whose rows all went to other ranks, joins with zeros).
+ * Sums each parameter's gradient over the ranks, in place, after the backward passes (a
+ * parameter without a gradient on this rank, one whose rows all went to other ranks,
+ * joins with zeros): the path of `trainer.ddp_bucket_mb: 0`; otherwise the optimizer's
+ * GradientReducer sums them while the backward runs.
  */
 export function allReduceGradients(ctx: RankContext, params: readonly Tensor[]): void {
   if (!ctx.group || ctx.world === 1) return;
@@ -182,7 +313,7 @@ export function mergeRollouts(local: Rollout, parts: readonly WireRollout[], tag
   const localRows = new Map(local.rows.map((r) => [`${r.episodeId}|${r.turnIndex}`, r]));
   const tagOf = new Map<string, string>();
   for (const part of parts) for (const e of part.episodes) tagOf.set(e.episodeId, e.tag);
-  const rows = parts.flatMap((part) => part.rows.map((w): TrainingRow => localRows.get(`${w.episodeId}|${w.turnIndex}`) ?? fromWireRow(w)));
+  const rows = parts.flatMap((part, owner) => part.rows.map((w): TrainingRow => localRows.get(`${w.episodeId}|${w.turnIndex}`) ?? fromWireRow(w, owner)));
   const rowKey = (r: TrainingRow) => key(tagOf.get(r.episodeId) ?? r.env, itemOrder(r.uid), r.trajIndex, r.turnIndex);
   rows.sort((a, b) => compare(rowKey(a), rowKey(b)));
   const summaries = parts.flatMap((p) => p.episodes).sort((a, b) => compare(key(a.tag, a.order, a.trajIndex, 0), key(b.tag, b.order, b.trajIndex, 0)));

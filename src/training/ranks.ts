@@ -10,6 +10,12 @@ export interface RankContext {
   world: number;
   /** The process group; undefined for a world of one. */
   group?: ProcessGroup;
+  /**
+   * Where the optimizers shard (trainer.zero_stage; ParameterOptimizer reads it from the
+   * context it is given): 1, AdamW's state; 2, its state and the reduced gradients.
+   * Absent: stage 1 (a context given for ZeRO without a stage).
+   */
+  zeroStage?: 1 | 2;
 }
 
 export const SINGLE_RANK: RankContext = { rank: 0, world: 1 };

@@ -211,7 +211,7 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
   const harness = await createHarness(trainer.harness);
   // Data parallel on CUDA: each rank on its own GPU.
   const rankDevice = dp && config.model.device === "cuda" && ranks.group ? `cuda:${ranks.group.localRank}` : config.model.device;
-  const models = loadModels({ ...config, model: { ...config.model, device: rankDevice as TrainConfig["model"]["device"] } }, useCritic, useReference, config.trainer.zero_stage === 1 ? ranks : undefined);
+  const models = loadModels({ ...config, model: { ...config.model, device: rankDevice as TrainConfig["model"]["device"] } }, useCritic, useReference, config.trainer.zero_stage > 0 ? { ...ranks, zeroStage: config.trainer.zero_stage as 1 | 2 } : undefined);
   let stateRewards: StateRewardScorers;
   try {
     const { family } = models.actor;
@@ -522,7 +522,7 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
           lossAggMode: cfg.loss_agg_mode,
           tokenSumNorm: cfg.loss_scale_factor ?? data.max_response_length,
           gradClip: cfg.grad_clip,
-          ...(dp ? { ranks } : {}),
+          ...(dp ? { ranks, ddpBucketBytes: Math.round(trainer.ddp_bucket_mb * 1024 * 1024) } : {}),
         });
         if (models.critic) {
           const c = models.critic;

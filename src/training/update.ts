@@ -13,8 +13,12 @@
  *
  * Because every micro-batch's loss is divided by the whole mini-batch's counts, a
  * mini-batch's gradient is the same for any micro-batch size or token budget, in every
- * loss_agg_mode. Between micro-batches the update yields to the event loop, so a signal
- * handler runs while a long update is in flight.
+ * loss_agg_mode, and on any number of ranks: data parallel, each mini-batch's rows are
+ * dealt to the ranks by token count, whole groups (balanceGroups); each rank
+ * backpropagates its share, and the gradients are summed over the ranks, in buckets while
+ * the last micro-batch's backward runs (GradientReducer) or after it (ddpBucketBytes 0).
+ * Between micro-batches the update yields to the event loop, so a signal handler runs
+ * while a long update is in flight.
  */
 import * as torch from "../torch/index.ts";
 import { optim, type Tensor } from "../torch/index.ts";
@@ -26,9 +30,10 @@ import type { TrainingRow } from "../rollout/types.ts";
 import { Rng } from "../core/rng.ts";
 import { policyForward, valueForward, type TrainingModel } from "./forward.ts";
 import type { ColumnName, StepBatch } from "./step-batch.ts";
-import { allReduceGradients, isLocalRow, sumOverRanks } from "./data-parallel.ts";
+import { allReduceGradients, balanceGroups, lendRowImages, returnRowImages, rowTokens, sumOverRanks } from "./data-parallel.ts";
 import { ZeroShards } from "./zero.ts";
 import type { RankContext } from "./ranks.ts";
+import { DEFAULT_BUCKET_BYTES, type GradientReducer, type ProcessGroup } from "../torch/distributed.ts";
 
 export interface BatchingOptions {
   /** Mini-batches per epoch (train_batch_size / ppo_mini_batch_size). */
@@ -40,11 +45,16 @@ export interface BatchingOptions {
   epochs: number;
   shuffle: boolean;
   /**
-   * Data parallel: this rank backpropagates the rows of each mini-batch it played, the
-   * gradients are summed over the ranks before the step, and the losses over the ranks
-   * before they are logged (see data-parallel.ts).
+   * Data parallel: this rank backpropagates its share of each mini-batch's rows (dealt by
+   * token count), the gradients are summed over the ranks before the step, and the losses
+   * over the ranks before they are logged (see data-parallel.ts).
    */
   ranks?: RankContext;
+  /**
+   * Data parallel: the gradient buckets' size in bytes, reduced while the backward runs
+   * (trainer.ddp_bucket_mb; default 25 MiB); 0: one all-reduce after the last backward.
+   */
+  ddpBucketBytes?: number;
 }
 
 /** Row indices of each mini-batch of one epoch: a (seeded) permutation cut into equal parts. */
@@ -117,14 +127,18 @@ export function trainableWeights(named: Map<string, Tensor>, family: Pick<ModelF
 
 /**
  * AdamW plus its schedule over a set of named parameters, with a checkpointable state.
- * With `zero` (a data-parallel run's ZeRO stage 1, see zero.ts) AdamW holds the state of
- * this rank's share of the parameters only; `params` are always all of them.
+ * With `zero` (a data-parallel run's ZeRO stage, `zero.zeroStage`, 1 when absent; see
+ * zero.ts) AdamW holds the state of this rank's share of the parameters only, and under
+ * stage 2 only that share keeps its reduced gradients; `params` are always all of them.
  */
 export class ParameterOptimizer {
   readonly optimizer: optim.AdamW;
   readonly scheduler: optim.LRScheduler;
   readonly #all: Tensor[];
   readonly #shards?: ZeroShards;
+  /** 0 without sharding, else the ZeRO stage. */
+  readonly zeroStage: 0 | 1 | 2;
+  #reducer?: { bucketBytes: number; group: ProcessGroup; reducer: GradientReducer };
 
   constructor(
     readonly named: Map<string, Tensor>,
@@ -134,6 +148,7 @@ export class ParameterOptimizer {
     this.#all = [...named.values()];
     for (const p of this.#all) p.requiresGrad_(true);
     this.#shards = zero && zero.world > 1 ? new ZeroShards(this.#all, zero) : undefined;
+    this.zeroStage = this.#shards ? (zero!.zeroStage ?? 1) : 0;
     this.optimizer = new AdamW(this.#shards ? this.#shards.owned() : this.#all, { lr: settings.lr, weightDecay: settings.weightDecay, betas: settings.betas, eps: settings.eps });
     const schedule =
       settings.style === "cosine"
@@ -142,9 +157,34 @@ export class ParameterOptimizer {
     this.scheduler = new LRScheduler(this.optimizer, schedule);
   }
 
-  /** Every parameter (under ZeRO too: gradients are whole on every rank). */
+  /** Every parameter (under ZeRO too; under stage 2 only the owned ones keep reduced gradients). */
   get params(): Tensor[] {
     return this.#all;
+  }
+
+  /**
+   * The reducer that sums this optimizer's gradients over the ranks while the backward
+   * runs (made on first use, kept while the group and bucket size stay; its hooks stay
+   * on the parameters until dispose). Under stage 2 it keeps the owned gradients only.
+   */
+  gradientReducer(ranks: RankContext, bucketBytes: number): GradientReducer {
+    const group = ranks.group!;
+    const held = this.#reducer;
+    if (held && held.group === group && held.bucketBytes === bucketBytes && !held.reducer.disposed) return held.reducer;
+    held?.reducer.dispose();
+    const keep = this.zeroStage === 2 ? this.#shards!.ownedMask() : undefined;
+    const reducer = group.gradientReducer(this.#all, { bucketBytes, ...(keep ? { keep } : {}) });
+    this.#reducer = { bucketBytes, group, reducer };
+    return reducer;
+  }
+
+  /**
+   * Sums the gradients over the ranks after the backward passes, in one coalesced
+   * all-reduce (the unbucketed path); under stage 2 the other ranks' shares are then freed.
+   */
+  allReduceGradients(ranks: RankContext): void {
+    allReduceGradients(ranks, this.#all);
+    if (this.zeroStage === 2) this.#shards!.dropForeignGradients();
   }
 
   zeroGrad(): void {
@@ -161,9 +201,14 @@ export class ParameterOptimizer {
    * steps its share and the parameters are then broadcast from their owners.
    */
   step(gradClip: number): { gradNorm: number; skipped: boolean } {
-    const norm = clipGradNorm(this.params, gradClip);
-    const value = norm.item();
-    norm.dispose();
+    let value: number;
+    if (this.zeroStage === 2) {
+      value = this.#shards!.clipShardedGradients(gradClip);
+    } else {
+      const norm = clipGradNorm(this.params, gradClip);
+      value = norm.item();
+      norm.dispose();
+    }
     const skipped = !Number.isFinite(value);
     if (!skipped) {
       this.optimizer.step();
@@ -188,6 +233,9 @@ export class ParameterOptimizer {
   }
 
   dispose(): void {
+    // the hooks come off before the parameters stop requiring gradients
+    this.#reducer?.reducer.dispose();
+    this.#reducer = undefined;
     this.zeroGrad();
     for (const p of this.params) p.requiresGrad_(false);
     this.optimizer.dispose();
@@ -281,30 +329,71 @@ async function runUpdate(
 ): Promise<Record<string, number>> {
   const metrics = new UpdateMetrics(new Set(lossKeys));
   metrics.count(`${prefix}/skipped_steps`, 0);
-  for (let epoch = 0; epoch < opts.epochs; epoch++) {
-    for (const miniIndices of miniBatchPlan(batch.size, opts.miniBatches, opts.shuffle, rng)) {
-      using mini = batch.select(miniIndices);
-      const normalizer: LossNormalizer = { tokens: mini.tokenCount(maskColumn), rows: mini.rowCount(maskColumn), tokenSumNorm: opts.tokenSumNorm };
-      const dp = opts.ranks !== undefined && opts.ranks.world > 1;
-      const local = mini.rows.map((_, i) => i).filter((i) => !dp || isLocalRow(mini.rows[i]!));
-      for (const microIndices of microBatchPlan(local, mini.rows, opts)) {
-        using micro = mini.select(microIndices);
-        metrics.micro(microStep(micro, normalizer));
-        await yieldToEventLoop();
+  const ranks = opts.ranks !== undefined && opts.ranks.world > 1 ? opts.ranks : undefined;
+  // Every epoch's mini-batches up front (the same draws of rng as planning them one by
+  // one), so that the rows that move between ranks are known before the first backward.
+  const plans = Array.from({ length: opts.epochs }, () => miniBatchPlan(batch.size, opts.miniBatches, opts.shuffle, rng));
+  // Data parallel: each mini-batch's groups dealt to the ranks by token count (dealt[e][k][j]:
+  // the rank of row j of epoch e's mini-batch k). Whole groups, not single rows: GRPO's
+  // advantages sum to about zero over a group, so its gradient is mostly cancellation, and
+  // a group summed inside one rank's backward cancels as in one process (row by row,
+  // measured on the tiny fixture: 15,844 lm_head weights off by up to 2.3e-4 after one
+  // step; by group, bit-equal). A group was played by one rank, so it moves with all its
+  // images or none.
+  const dealt = ranks ? plans.map((epoch) => epoch.map((mini) => balanceGroups(mini.map((i) => batch.rows[i]!), ranks.world))) : undefined;
+  const borrowed = ranks ? lendRowImages(ranks, `update/${nextUpdateKey(ranks)}/images`, batch.rows, plans.flatMap((epoch, e) => epoch.flatMap((mini, k) => mini.map((row, j) => ({ row, rank: dealt![e]![k]![j]! }))))) : [];
+  const bucketBytes = opts.ddpBucketBytes ?? DEFAULT_BUCKET_BYTES;
+  const reducer = ranks && bucketBytes > 0 ? optimizer.gradientReducer(ranks, bucketBytes) : undefined;
+  const rankTokens = new Array<number>(ranks?.world ?? 1).fill(0);
+  try {
+    for (const [e, epoch] of plans.entries()) {
+      for (const [k, miniIndices] of epoch.entries()) {
+        using mini = batch.select(miniIndices);
+        const normalizer: LossNormalizer = { tokens: mini.tokenCount(maskColumn), rows: mini.rowCount(maskColumn), tokenSumNorm: opts.tokenSumNorm };
+        const owners = dealt?.[e]![k];
+        owners?.forEach((r, j) => (rankTokens[r]! += rowTokens(mini.rows[j]!)));
+        const mine = mini.rows.map((_, i) => i).filter((i) => !owners || owners[i] === ranks!.rank);
+        const micros = microBatchPlan(mine, mini.rows, opts);
+        for (const [m, microIndices] of micros.entries()) {
+          // buckets reduce during the last micro-batch's backward only (DDP's no_sync before it)
+          reducer?.prepare(m === micros.length - 1);
+          using micro = mini.select(microIndices);
+          metrics.micro(microStep(micro, normalizer));
+          await yieldToEventLoop();
+        }
+        let losses = metrics.miniLosses();
+        if (ranks) {
+          // a rank without rows in this mini-batch joins the sums with zeros
+          if (reducer) reducer.finish();
+          else optimizer.allReduceGradients(ranks);
+          // every rank sends every loss key (0 where it had no rows), in one order
+          losses = sumOverRanks(ranks, Object.fromEntries(lossKeys.map((key) => [key, losses[key] ?? 0])));
+        }
+        const { gradNorm, skipped } = optimizer.step(opts.gradClip);
+        if (skipped) metrics.count(`${prefix}/skipped_steps`, 1);
+        metrics.endMini({ [`${prefix}/grad_norm`]: gradNorm, [`${prefix}/lr`]: optimizer.optimizer.lr }, losses);
       }
-      let losses = metrics.miniLosses();
-      if (dp) {
-        allReduceGradients(opts.ranks!, optimizer.params);
-        // every rank sends every loss key (0 where it had no rows), in one order
-        losses = sumOverRanks(opts.ranks!, Object.fromEntries(lossKeys.map((k) => [k, losses[k] ?? 0])));
-      }
-      const { gradNorm, skipped } = optimizer.step(opts.gradClip);
-      if (skipped) metrics.count(`${prefix}/skipped_steps`, 1);
-      metrics.endMini({ [`${prefix}/grad_norm`]: gradNorm, [`${prefix}/lr`]: optimizer.optimizer.lr }, losses);
     }
+  } finally {
+    returnRowImages(borrowed);
   }
   optimizer.scheduler.step();
-  return metrics.result();
+  const result = metrics.result();
+  if (ranks) {
+    // how evenly the update's forward/backward tokens (prompt + response) were spread
+    result[`perf/${prefix}_tokens_rank_min`] = Math.min(...rankTokens);
+    result[`perf/${prefix}_tokens_rank_max`] = Math.max(...rankTokens);
+  }
+  return result;
+}
+
+/** The number of updates each group has run: every rank runs them in one order, so the keys agree. */
+const updatesRun = new WeakMap<ProcessGroup, number>();
+
+function nextUpdateKey(ranks: RankContext): number {
+  const n = updatesRun.get(ranks.group!) ?? 0;
+  updatesRun.set(ranks.group!, n + 1);
+  return n;
 }
 
 /** The column the actor's loss is taken over: the rollout correction's loss mask, else the response mask. */

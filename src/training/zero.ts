@@ -1,10 +1,13 @@
 /**
- * ZeRO stage 1 for data-parallel runs (`trainer.zero_stage: 1`): each rank keeps AdamW's
- * state (moments, f32 master copies) for its share of the parameters only, so the
- * optimizer's memory is divided by the number of ranks.
+ * ZeRO stages 1 and 2 for data-parallel runs (`trainer.zero_stage`): each rank keeps
+ * AdamW's state (moments, f32 master copies) for its share of the parameters only, so the
+ * optimizer's memory is divided by the number of ranks; stage 2 keeps only that share's
+ * reduced gradients too.
  *
- *   gradients   summed over the ranks (whole, on every rank: stage 1 does not shard them)
- *   clip        over the whole gradient, the same on every rank
+ *   gradients   summed over the ranks; stage 1 keeps them whole on every rank, stage 2
+ *               only the owned parameters' (the others are freed once reduced)
+ *   clip        over the whole gradient, the same on every rank (stage 2: the squared
+ *               norms of the shares summed over the ranks)
  *   step        each rank steps the parameters it owns
  *   parameters  each is broadcast from its owner, so every rank holds the whole model
  *
@@ -16,6 +19,7 @@
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
 import type { RankContext } from "./ranks.ts";
+import { sumOverRanks } from "./data-parallel.ts";
 
 /** owner[i]: the rank that steps parameter i. */
 export function partitionParameters(sizes: readonly number[], world: number): number[] {
@@ -56,6 +60,39 @@ export class ZeroShards {
   /** The parameters this rank steps, in global order. */
   owned(): Tensor[] {
     return this.params.filter((_, i) => this.owner[i] === this.ranks.rank);
+  }
+
+  /** Per parameter: whether this rank steps it (stage 2 keeps exactly these gradients). */
+  ownedMask(): boolean[] {
+    return this.owner.map((r) => r === this.ranks.rank);
+  }
+
+  /** Stage 2 after a whole-gradient all-reduce: frees the gradients of parameters other ranks step. */
+  dropForeignGradients(): void {
+    this.params.forEach((p, i) => {
+      if (this.owner[i] === this.ranks.rank) return;
+      p.grad?.dispose();
+      p.grad = undefined;
+    });
+  }
+
+  /**
+   * Stage 2's clip_grad_norm: the 2-norm of the whole gradient from each rank's share
+   * (squares summed in f64 over the owned gradients, then over the ranks), and the owned
+   * gradients scaled by min(1, maxNorm / (norm + 1e-6)) as torch's clip_grad_norm_ does.
+   * Every rank gets the same norm. Returns it.
+   */
+  clipShardedGradients(maxNorm: number): number {
+    const grads = this.owned().flatMap((p) => (p.grad ? [p.grad] : []));
+    try {
+      const local = torch.tidy(() => grads.reduce((acc, g) => acc + g.to({ dtype: "f64" }).square().sum().item(), 0));
+      const norm = Math.sqrt(sumOverRanks(this.ranks, { sq: local }).sq!);
+      const coef = Math.min(1, maxNorm / (norm + 1e-6));
+      if (Number.isFinite(norm) && coef < 1) torch.noGrad(() => grads.forEach((g) => g.mul_(coef)));
+      return norm;
+    } finally {
+      grads.forEach((g) => g.dispose());
+    }
   }
 
   /** Every parameter from its owner, after the owners stepped. */
