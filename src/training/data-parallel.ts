@@ -158,7 +158,7 @@ export function decodeRowImages(bytes: Uint8Array): RowImage[] {
  */
 export function lendRowImages(ctx: RankContext, key: string, rows: readonly TrainingRow[], needed: readonly { row: number; rank: number }[]): TrainingRow[] {
   const group = ctx.group;
-  if (!group || ctx.world === 1) return [];
+  if (!group) return [];
   const moves = needed.filter(({ row, rank }) => {
     const r = rows[row]!;
     const owner = rowOwner(r, ctx);
@@ -202,7 +202,7 @@ export { SINGLE_RANK, type RankContext } from "./ranks.ts";
  * rank is an error naming the key, not a hang).
  */
 export function exchange<T>(ctx: RankContext, key: string, local: T): T[] {
-  if (!ctx.group || ctx.world === 1) return [local];
+  if (!ctx.group) return [local];
   ctx.group.storeSet(`${key}/${ctx.rank}`, JSON.stringify(local));
   const decoder = new TextDecoder();
   return Array.from({ length: ctx.world }, (_, r) => (r === ctx.rank ? local : (JSON.parse(decoder.decode(ctx.group!.storeGet(`${key}/${r}`))) as T)));
@@ -220,7 +220,7 @@ export function anyRank(ctx: RankContext, key: string, flag: boolean): boolean {
  * GradientReducer sums them while the backward runs.
  */
 export function allReduceGradients(ctx: RankContext, params: readonly Tensor[]): void {
-  if (!ctx.group || ctx.world === 1) return;
+  if (!ctx.group) return;
   const grads = params.map((p) => {
     if (!p.grad) p.grad = torch.zerosLike(p);
     return p.grad;
@@ -230,7 +230,7 @@ export function allReduceGradients(ctx: RankContext, params: readonly Tensor[]):
 
 /** The sum over ranks of each value (numbers in a fixed key order). */
 export function sumOverRanks(ctx: RankContext, values: Record<string, number>): Record<string, number> {
-  if (!ctx.group || ctx.world === 1) return values;
+  if (!ctx.group) return values;
   const keys = Object.keys(values).sort();
   // Gloo reduces host tensors, NCCL device ones
   const device = ctx.group.backend === "nccl" ? `cuda:${ctx.group.localRank}` : "cpu";

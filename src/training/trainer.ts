@@ -176,8 +176,11 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
   const { trainer, data, rollout: rolloutCfg, actor: actorCfg, critic: criticCfg } = config;
   const outputDir = trainer.output_dir;
   const ranks = opts.ranks ?? SINGLE_RANK;
-  /** Data parallel: more than one rank. Rank 0 alone writes files. */
-  const dp = ranks.world > 1;
+  /**
+   * Data parallel: a process group, of any size (a torchrun launch of one rank runs the
+   * same exchanges and collectives as a larger one). Rank 0 alone writes files.
+   */
+  const dp = ranks.group !== undefined;
   const writer = ranks.rank === 0;
   if (writer) removeStaleCheckpointTemporaries(ckptRoot);
 

@@ -147,7 +147,7 @@ export class ParameterOptimizer {
   ) {
     this.#all = [...named.values()];
     for (const p of this.#all) p.requiresGrad_(true);
-    this.#shards = zero && zero.world > 1 ? new ZeroShards(this.#all, zero) : undefined;
+    this.#shards = zero?.group !== undefined ? new ZeroShards(this.#all, zero) : undefined;
     this.zeroStage = this.#shards ? (zero!.zeroStage ?? 1) : 0;
     this.optimizer = new AdamW(this.#shards ? this.#shards.owned() : this.#all, { lr: settings.lr, weightDecay: settings.weightDecay, betas: settings.betas, eps: settings.eps });
     const schedule =
@@ -329,7 +329,7 @@ async function runUpdate(
 ): Promise<Record<string, number>> {
   const metrics = new UpdateMetrics(new Set(lossKeys));
   metrics.count(`${prefix}/skipped_steps`, 0);
-  const ranks = opts.ranks !== undefined && opts.ranks.world > 1 ? opts.ranks : undefined;
+  const ranks = opts.ranks?.group !== undefined ? opts.ranks : undefined;
   // Every epoch's mini-batches up front (the same draws of rng as planning them one by
   // one), so that the rows that move between ranks are known before the first backward.
   const plans = Array.from({ length: opts.epochs }, () => miniBatchPlan(batch.size, opts.miniBatches, opts.shuffle, rng));

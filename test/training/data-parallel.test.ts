@@ -99,6 +99,23 @@ describe("data parallel on 2 CPU ranks", () => {
   );
 
   test(
+    "a torchrun launch of one rank (a process group of one) runs the data-parallel path and trains as one process",
+    async () => {
+      const single = join(root, "group-of-one");
+      const port = 29000 + Math.floor(Math.random() * 1000);
+      const torchrun = { MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port), WORLD_SIZE: "1", RANK: "0", LOCAL_RANK: "0" };
+      const launched = await run(args(single, ["trainer.ddp_bucket_mb=0.1"]), torchrun);
+      expect(launched.code).toBe(0);
+      expectSameMetrics(metrics(one), metrics(single));
+      // the update's rank metrics exist only on the data-parallel path
+      const raw = JSON.parse(readFileSync(join(single, "metrics.jsonl"), "utf8").trim().split("\n")[0]!) as Record<string, number>;
+      expect(raw["perf/actor_tokens_rank_max"]).toBeGreaterThan(0);
+      for (const step of [1, 2]) expect(maxWeightDiff(join(one, "checkpoints", `step_${step}`, "actor"), join(single, "checkpoints", `step_${step}`, "actor"))).toBe(0);
+    },
+    { timeout: 300_000 },
+  );
+
+  test(
     "a 2-rank checkpoint resumes on 1 rank exactly",
     async () => {
       const resumed = join(root, "resumed");
