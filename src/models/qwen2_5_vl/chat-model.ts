@@ -19,11 +19,10 @@ import * as torch from "../../torch/index.ts";
 import type { DType, Device, Tensor } from "../../torch/index.ts";
 import { validate } from "../../config/index.ts";
 import type { AttentionBackend } from "../attention.ts";
-import { ChatTemplate, toTemplateMessages } from "../chat-template.ts";
+import { ChatTemplate } from "../chat-template.ts";
 import type { ConversationCodec } from "../conversation.ts";
 import type { LoadModelOptions, ModelFamily, ModelSpec, TrainingBatch, TrainingForwardOptions } from "../family.ts";
 import { chatEosTokenIds, generationEosTokenIds } from "../eos.ts";
-import { imageKey } from "../image-key.ts";
 import {
   DEFAULT_IMAGE_PROCESSOR,
   imageProcessorOptions,
@@ -117,19 +116,7 @@ export class Qwen25VLChatModel implements ModelFamily {
   // ---- prompts ---------------------------------------------------------------------------
 
   buildPrompt(messages: readonly ChatMessage[]): Prompt {
-    const { messages: converted, images } = toTemplateMessages(messages);
-    const encoded = this.processor.encodeChat(converted, images, { addGenerationPrompt: true, pixels: false });
-    const tokenIds = encoded.inputIds;
-    const imageId = this.model.config.imageTokenId;
-    let cursor = 0;
-    const promptImages = images.map((image, i): PromptImage => {
-      const grid = encoded.gridThw[i]!;
-      const length = mergedTokenCount(grid, this.imageOptions.mergeSize);
-      const offset = tokenIds.indexOf(imageId, cursor);
-      cursor = offset + length;
-      return { image, offset, length, key: imageKey(image), grid };
-    });
-    return { tokenIds, images: promptImages };
+    return this.processor.buildPrompt(messages);
   }
 
   decode(ids: readonly number[]): string {

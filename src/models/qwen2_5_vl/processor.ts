@@ -6,7 +6,10 @@
  */
 import type { RGBImage } from "../../core/image.ts";
 import { VagenError } from "../../core/errors.ts";
-import { countImages, type ChatTemplate, type TemplateMessage as ChatMessage } from "../chat-template.ts";
+import type { ChatMessage as CoreChatMessage } from "../../core/chat.ts";
+import { countImages, toTemplateMessages, type ChatTemplate, type TemplateMessage as ChatMessage } from "../chat-template.ts";
+import { imageKey } from "../image-key.ts";
+import type { Prompt, PromptImage } from "../prompt.ts";
 import { imageGrid, mergedTokenCount, processImages, type ImageProcessorOptions, type ProcessedImages } from "../image-processor.ts";
 import type { TextTokenizer } from "../tokenizer.ts";
 
@@ -52,6 +55,26 @@ export class Qwen25VLProcessor {
     const variables = this.templateVariables && { ...this.templateVariables };
     const text = this.template.render(messages, { addGenerationPrompt: opts.addGenerationPrompt ?? true, variables });
     return this.encodeText(text, images, opts);
+  }
+
+  /**
+   * Chat messages -> the engine's `Prompt`: ids ending with the assistant header, each
+   * image's span of image-pad tokens and its grid; pixels are left for whoever runs the
+   * vision tower (the families that share this processor: Qwen2.5-VL, Qwen3-VL).
+   */
+  buildPrompt(messages: readonly CoreChatMessage[]): Prompt {
+    const { messages: converted, images } = toTemplateMessages(messages);
+    const encoded = this.encodeChat(converted, images, { addGenerationPrompt: true, pixels: false });
+    const tokenIds = encoded.inputIds;
+    let cursor = 0;
+    const promptImages = images.map((image, i): PromptImage => {
+      const grid = encoded.gridThw[i]!;
+      const length = mergedTokenCount(grid, this.imageOptions.mergeSize);
+      const offset = tokenIds.indexOf(this.imageTokenId, cursor);
+      cursor = offset + length;
+      return { image, offset, length, key: imageKey(image), grid };
+    });
+    return { tokenIds, images: promptImages };
   }
 
   /** Encode text whose images appear as single `<|image_pad|>` markers. */
