@@ -6,7 +6,10 @@
  * RMS-normed per head before the rotation (Qwen3), how many position axes the rotary
  * tables read and how (rotary.ts: 1 for RoPE, 3 for M-RoPE, interleaved for Qwen3-VL), and
  * whether a caller adds features to the residual stream after the first layers
- * (`layerResiduals`: Qwen3-VL's deepstack vision features).
+ * (`layerResiduals`: Qwen3-VL's deepstack vision features). GLM-4 (GLM-4.1V / 4.6V) adds
+ * three more: a rotation over only part of each head, on adjacent pairs of dimensions
+ * (`rotaryDim`, `rotaryPairs`), gate and up stored as one `gate_up_proj` (`fusedGateUp`),
+ * and "sandwich" norms on each sub-block's output before its residual add (`sandwichNorms`).
  *
  * One path per layer, differentiable and batched:
  *
@@ -14,6 +17,8 @@
  *   q, k = qNorm(q), kNorm(k)                    per head, over headDim (Qwen3 only)
  *   x = x + o(attention.attend(q, k, v, rotary)) the backend owns k/v and the mask
  *   x = x + down(silu(gate(norm2(x))) * up(norm2(x)))
+ *
+ * (GLM-4's sandwich norms wrap each sub-block's output in one more RMSNorm before its add.)
  *
  * Each residual add is fused with the RMSNorm after it. Where k/v live and which keys a
  * query sees is the `AttentionBackend`'s business (attention.ts): the engine's slot KV
@@ -53,6 +58,23 @@ export interface DecoderConfig {
   qkNorm: boolean;
   /** Interleaved M-RoPE sections (Qwen3-VL, rotary.ts); default: one block of pairs per axis. */
   ropeInterleaved?: boolean;
+  /**
+   * Dimensions of each head the rotation covers (GLM-4: headDim * partial_rotary_factor);
+   * the rest pass through unrotated. Default: all of headDim.
+   */
+  rotaryDim?: number;
+  /**
+   * How the rotated dimensions pair up: "halves" (dimension i with i + rotaryDim / 2, the
+   * Qwen / LLaMA layout) or "adjacent" (2i with 2i + 1, GLM-4's). Default "halves".
+   */
+  rotaryPairs?: "halves" | "adjacent";
+  /** gate and up are one `mlp.gate_up_proj` weight (gate rows first), as GLM-4 stores them. */
+  fusedGateUp?: boolean;
+  /**
+   * RMSNorm each sub-block's output before its residual add (`post_self_attn_layernorm`,
+   * `post_mlp_layernorm`), as GLM-4 does.
+   */
+  sandwichNorms?: boolean;
 }
 
 export interface DecoderInput {
@@ -87,9 +109,30 @@ interface DecoderLayer {
   kNorm?: Tensor;
   o: Tensor;
   postAttentionNorm: Tensor;
-  /** gate and up projections, packed for inference. */
-  gateUp: PackedLinear;
+  /** gate and up projections, packed for inference (or the checkpoint's fused weight). */
+  gateUp: PackedLinear | FusedGateUp;
   down: Tensor;
+  /** Sandwich norms of the attention and MLP outputs, when the family has them. */
+  postSelfAttnNorm?: Tensor;
+  postMlpNorm?: Tensor;
+}
+
+/**
+ * gate and up as the checkpoint's one `gate_up_proj` weight (2 * intermediate, hidden):
+ * one GEMM, its output split in halves, with and without gradients (the fused tensor is
+ * the named leaf a trainer marks, so nothing is repacked and gradients reach it directly).
+ */
+class FusedGateUp {
+  constructor(private readonly weight: Tensor) {}
+
+  forward(x: Tensor): Tensor[] {
+    const y = F.linear(x, this.weight);
+    const half = this.weight.shape[0]! / 2;
+    return [y.narrow(-1, 0, half), y.narrow(-1, half, half)];
+  }
+
+  /** The weight is the map's. */
+  dispose(): void {}
 }
 
 /** Weight maps already packed, so a second model over the same map reuses the packing. */
@@ -111,14 +154,15 @@ export function decoderWeightShapes(c: DecoderConfig): [string, number[]][] {
       [`${p}.self_attn.k_proj.weight`, [kv, c.hiddenSize]],
       [`${p}.self_attn.v_proj.weight`, [kv, c.hiddenSize]],
       [`${p}.self_attn.o_proj.weight`, [c.hiddenSize, q]],
-      [`${p}.mlp.gate_proj.weight`, [c.intermediateSize, c.hiddenSize]],
-      [`${p}.mlp.up_proj.weight`, [c.intermediateSize, c.hiddenSize]],
       [`${p}.mlp.down_proj.weight`, [c.hiddenSize, c.intermediateSize]],
       [`${p}.input_layernorm.weight`, [c.hiddenSize]],
       [`${p}.post_attention_layernorm.weight`, [c.hiddenSize]],
     );
     if (c.qkvBias) shapes.push([`${p}.self_attn.q_proj.bias`, [q]], [`${p}.self_attn.k_proj.bias`, [kv]], [`${p}.self_attn.v_proj.bias`, [kv]]);
     if (c.qkNorm) shapes.push([`${p}.self_attn.q_norm.weight`, [c.headDim]], [`${p}.self_attn.k_norm.weight`, [c.headDim]]);
+    if (c.fusedGateUp) shapes.push([`${p}.mlp.gate_up_proj.weight`, [2 * c.intermediateSize, c.hiddenSize]]);
+    else shapes.push([`${p}.mlp.gate_proj.weight`, [c.intermediateSize, c.hiddenSize]], [`${p}.mlp.up_proj.weight`, [c.intermediateSize, c.hiddenSize]]);
+    if (c.sandwichNorms) shapes.push([`${p}.post_self_attn_layernorm.weight`, [c.hiddenSize]], [`${p}.post_mlp_layernorm.weight`, [c.hiddenSize]]);
   }
   return shapes;
 }
@@ -128,6 +172,12 @@ export class Decoder {
   private readonly embedding: Tensor;
   private readonly finalNorm: Tensor;
   private readonly head: Tensor;
+  /**
+   * (headDim) int64 order of q/k dimensions that puts each rotated pair at (i, i + headDim / 2)
+   * and the unrotated dimensions where the tables hold angle 0, so the backends' rotate-half
+   * rotation is the family's; undefined when the layout already is rotate-half over headDim.
+   */
+  private readonly rotaryOrder: Tensor | undefined;
 
   /**
    * Resolves every weight once. q/k/v and gate/up are packed into one tensor each and
@@ -148,10 +198,12 @@ export class Decoder {
     this.head = config.tieWordEmbeddings ? this.embedding : w("lm_head.weight");
     this.layers = layersOf.get(weights) ?? this.resolveLayers(w);
     layersOf.set(weights, this.layers);
+    const order = rotaryOrder(config.headDim, config.rotaryDim ?? config.headDim, config.rotaryPairs ?? "halves");
+    this.rotaryOrder = order && torch.keep(torch.tensor(order, [order.length], { dtype: "i64", device: this.embedding.device }));
   }
 
   private resolveLayers(w: (name: string) => Tensor): DecoderLayer[] {
-    const { qkvBias, qkNorm } = this.config;
+    const { qkvBias, qkNorm, fusedGateUp, sandwichNorms } = this.config;
     return Array.from({ length: this.config.numLayers }, (_, i) => {
       const a = `model.layers.${i}.self_attn`;
       const m = `model.layers.${i}.mlp`;
@@ -162,8 +214,10 @@ export class Decoder {
         kNorm: qkNorm ? w(`${a}.k_norm.weight`) : undefined,
         o: w(`${a}.o_proj.weight`),
         postAttentionNorm: w(`model.layers.${i}.post_attention_layernorm.weight`),
-        gateUp: PackedLinear.pack(this.weights, [`${m}.gate_proj`, `${m}.up_proj`], { bias: false }),
+        gateUp: fusedGateUp ? new FusedGateUp(w(`${m}.gate_up_proj.weight`)) : PackedLinear.pack(this.weights, [`${m}.gate_proj`, `${m}.up_proj`], { bias: false }),
         down: w(`${m}.down_proj.weight`),
+        postSelfAttnNorm: sandwichNorms ? w(`model.layers.${i}.post_self_attn_layernorm.weight`) : undefined,
+        postMlpNorm: sandwichNorms ? w(`model.layers.${i}.post_mlp_layernorm.weight`) : undefined,
       };
     });
   }
@@ -176,6 +230,7 @@ export class Decoder {
     }
     this.layers.length = 0;
     layersOf.delete(this.weights);
+    this.rotaryOrder?.dispose();
   }
 
   /** (B, T) int64 ids -> (B, T, hidden). */
@@ -200,7 +255,7 @@ export class Decoder {
     const c = this.config;
     const eps = c.rmsNormEps;
     // Once per forward, not per layer.
-    const rotary = { headDim: c.headDim, theta: c.ropeTheta, sections: c.ropeSections, interleaved: c.ropeInterleaved };
+    const rotary = { headDim: c.headDim, theta: c.ropeTheta, sections: c.ropeSections, interleaved: c.ropeInterleaved, rotaryDim: c.rotaryDim };
     const [cos, sin] = rotaryTables(positionIds, rotary, inputsEmbeds.dtype);
     const nextNorm = (i: number) => this.layers[i + 1]?.inputNorm ?? this.finalNorm;
     // The LoRA adapter on these weights, if any (switched off for a reference forward).
@@ -219,10 +274,11 @@ export class Decoder {
       ({ sum: residual, normed } = torch.tidy(() => {
         const adapt = adapted(lora, i);
         const attn = this.attention(i, layer, normedIn, cos, sin, attention, adapt);
-        const mid = F.addRmsNorm(attn, residualIn, layer.postAttentionNorm, eps);
+        const mid = F.addRmsNorm(layer.postSelfAttnNorm ? F.rmsNorm(attn, layer.postSelfAttnNorm, eps) : attn, residualIn, layer.postAttentionNorm, eps);
         const [gate, up] = layer.gateUp.forward(mid.normed);
         const act = F.siluMul(adapt("gate_proj", mid.normed, gate!), adapt("up_proj", mid.normed, up!));
-        const mlp = adapt("down_proj", act, F.linear(act, layer.down));
+        const down = adapt("down_proj", act, F.linear(act, layer.down));
+        const mlp = layer.postMlpNorm ? F.rmsNorm(down, layer.postMlpNorm, eps) : down;
         const out = F.addRmsNorm(mlp, mid.sum, nextNorm(i), eps);
         const extra = layerResiduals?.[i];
         // transformers adds the layer's output first, then the extra features.
@@ -246,10 +302,14 @@ export class Decoder {
     const v = adapt("v_proj", x, v0!);
     const qHeads = q.view(B, T, c.numHeads, c.headDim);
     const kHeads = k.view(B, T, c.numKvHeads, c.headDim);
+    // Per-head norms come before the rotation, as in transformers' Qwen3Attention.
+    const qNormed = layer.qNorm ? F.rmsNorm(qHeads, layer.qNorm, eps) : qHeads;
+    const kNormed = layer.kNorm ? F.rmsNorm(kHeads, layer.kNorm, eps) : kHeads;
+    // q and k in the rotate-half order (the same permutation of both leaves q . k as it was).
+    const order = this.rotaryOrder;
     const out = backend.attend(i, {
-      // Per-head norms come before the rotation, as in transformers' Qwen3Attention.
-      q: layer.qNorm ? F.rmsNorm(qHeads, layer.qNorm, eps) : qHeads,
-      k: layer.kNorm ? F.rmsNorm(kHeads, layer.kNorm, eps) : kHeads,
+      q: order ? qNormed.indexSelect(3, order) : qNormed,
+      k: order ? kNormed.indexSelect(3, order) : kNormed,
       v: v.view(B, T, c.numKvHeads, c.headDim),
       cos,
       sin,
@@ -257,6 +317,33 @@ export class Decoder {
     const heads = out.transpose(1, 2).reshape([B, T, c.numHeads * c.headDim]);
     return adapt("o_proj", heads, F.linear(heads, layer.o));
   }
+}
+
+/**
+ * The order of head dimensions that turns a rotation of `rotaryDim` dimensions paired as
+ * `pairs` into rotate-half over all of headDim: slot i < rotaryDim / 2 takes pair i's first
+ * dimension and slot i + headDim / 2 its second; the unrotated dimensions fill the slots
+ * between, whose rotary angle is 0 (rotary.ts), so they pass through exactly. Undefined
+ * when that order is the identity.
+ */
+export function rotaryOrder(headDim: number, rotaryDim: number, pairs: "halves" | "adjacent"): Int32Array | undefined {
+  if (rotaryDim === headDim && pairs === "halves") return undefined;
+  if (rotaryDim % 2 !== 0 || rotaryDim > headDim || headDim % 2 !== 0) {
+    throw new Error(`rotary dimension ${rotaryDim} must be even and at most the head dimension ${headDim}`);
+  }
+  const half = headDim / 2;
+  const rotaryHalf = rotaryDim / 2;
+  const order = new Int32Array(headDim);
+  for (let i = 0; i < rotaryHalf; i++) {
+    order[i] = pairs === "adjacent" ? 2 * i : i;
+    order[half + i] = pairs === "adjacent" ? 2 * i + 1 : rotaryHalf + i;
+  }
+  const passHalf = half - rotaryHalf;
+  for (let j = 0; j < passHalf; j++) {
+    order[rotaryHalf + j] = rotaryDim + j;
+    order[half + rotaryHalf + j] = rotaryDim + passHalf + j;
+  }
+  return order;
 }
 
 /** A projection's output `y` of input `x`, with layer i's adapter path added where one applies. */

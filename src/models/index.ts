@@ -12,7 +12,11 @@ import { qwen25VLPeftModuleName } from "./qwen2_5_vl/weights.ts";
 import { Qwen3ChatModel } from "./qwen3/chat-model.ts";
 import { Qwen3VLChatModel } from "./qwen3_vl/chat-model.ts";
 import { qwen3VLCheckpointName, qwen3VLPeftModuleName } from "./qwen3_vl/weights.ts";
+import { InternVLChatModel } from "./internvl/chat-model.ts";
+import { internVLCheckpointName, internVLPeftModuleName } from "./internvl/weights.ts";
 import { readJson } from "./tokenizer.ts";
+import { Glm4vChatModel } from "./glm4v/chat-model.ts";
+import { glm4vCheckpointName, glm4vPeftModuleName } from "./glm4v/weights.ts";
 
 export type {
   FamilyDecoder,
@@ -44,6 +48,8 @@ const FAMILIES = new Map<string, FamilyLoader>([
   ["qwen2_5_vl", (dir, opts) => Qwen25VLChatModel.load(dir, opts)],
   ["qwen3", (dir, opts) => Qwen3ChatModel.load(dir, opts)],
   ["qwen3_vl", (dir, opts) => Qwen3VLChatModel.load(dir, opts)],
+  ["glm4v", (dir, opts) => Glm4vChatModel.load(dir, opts)],
+  ["internvl", (dir, opts) => InternVLChatModel.load(dir, opts)],
 ]);
 
 /**
@@ -53,13 +59,19 @@ const FAMILIES = new Map<string, FamilyLoader>([
 const PEFT_MODULE_NAMES = new Map<string, (path: string) => string>([
   ["qwen2_5_vl", qwen25VLPeftModuleName],
   ["qwen3_vl", qwen3VLPeftModuleName],
+  ["glm4v", glm4vPeftModuleName],
+  ["internvl", internVLPeftModuleName],
 ]);
 
 /**
  * model_type -> a weight's name as transformers' class saves it, from vagen's checkpoint
  * name, where transformers would not load vagen's (`vagen export` writes these).
  */
-const EXPORT_WEIGHT_NAMES = new Map<string, (name: string) => string>([["qwen3_vl", qwen3VLCheckpointName]]);
+const EXPORT_WEIGHT_NAMES = new Map<string, (name: string) => string>([
+  ["qwen3_vl", qwen3VLCheckpointName],
+  ["internvl", internVLCheckpointName],
+  ["glm4v", glm4vCheckpointName],
+]);
 
 function modelTypeOf(dir: string): string {
   const cfgPath = join(dir, "config.json");

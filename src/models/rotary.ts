@@ -20,6 +20,13 @@ export interface RotaryOptions {
    * the temporal axis otherwise. Default: each axis takes its section as one block of pairs.
    */
   interleaved?: boolean;
+  /**
+   * Dimensions the rotation covers (partial rotary, GLM-4): the inverse frequencies are
+   * 1 / theta^(2i / rotaryDim) over rotaryDim / 2 pairs (which `sections` sum to), and the
+   * remaining (headDim - rotaryDim) / 2 pairs get angle 0 (cos 1, sin 0: an exact pass).
+   * Default: headDim.
+   */
+  rotaryDim?: number;
 }
 
 /** [axis, first pair, pair count] runs covering the headDim / 2 frequency pairs in order. */
@@ -50,13 +57,14 @@ function axisRuns(sections: readonly number[], interleaved: boolean): [number, n
  */
 export function rotaryTables(positionIds: Tensor, opts: RotaryOptions, dtype: DType): [Tensor, Tensor] {
   return torch.tidy(() => {
-    const { headDim, theta, sections, interleaved = false } = opts;
+    const { headDim, theta, sections, interleaved = false, rotaryDim = headDim } = opts;
     const device = positionIds.device;
-    const exponents = torch.arange(0, headDim, 2, { dtype: "f32", device }).div(headDim);
+    const exponents = torch.arange(0, rotaryDim, 2, { dtype: "f32", device }).div(rotaryDim);
     const invFreq = exponents.rpow(theta).rdiv(1);
     // (axes, B, T, 1) * (half) -> (axes, B, T, half): the same products as transformers' matmul.
     const freqs = positionIds.to("f32").unsqueeze(-1).mul(invFreq);
     const parts = axisRuns(sections, interleaved).map(([axis, start, size]) => freqs.select(0, axis).narrow(-1, start, size));
+    if (rotaryDim < headDim) parts.push(torch.zeros([...freqs.shape.slice(1, -1), (headDim - rotaryDim) / 2], { dtype: "f32", device }));
     const picked = parts.length === 1 ? parts[0]! : torch.cat(parts, -1);
     const emb = torch.cat([picked, picked], -1);
     return [emb.cos().to(dtype), emb.sin().to(dtype)];

@@ -36,6 +36,7 @@ const MODEL_FILES = [
   "chat_template.jinja",
   "chat_template.json",
   "preprocessor_config.json",
+  "processor_config.json",
   "video_preprocessor_config.json",
 ];
 
