@@ -18,7 +18,7 @@ from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 torch.backends.cuda.matmul.allow_tf32 = False
 out = sys.argv[1]
 fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "test", "fixtures")
-for name, auto in [("qwen3", AutoModelForCausalLM), ("qwen25vl", AutoModelForImageTextToText)]:
+for name, auto in [("qwen3", AutoModelForCausalLM)] + [(n, AutoModelForImageTextToText) for n in ("qwen25vl", "qwen3vl", "internvl", "glm4v")]:
     root = f"{out}/{name}"
     ref = json.load(open(f"{root}/logits.json"))
     ids = torch.tensor(ref["ids"])

@@ -10,7 +10,7 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { LoraAdapter, attachAdapter, loadModelFamily, type ModelFamily } from "../../src/models/index.ts";
+import { LoraAdapter, attachAdapter, loadModelFamily, loraTargets, type ModelFamily } from "../../src/models/index.ts";
 import * as torch from "../../src/torch/index.ts";
 import { safetensors } from "../../src/torch/index.ts";
 import { exportCheckpoint } from "../../src/training/export.ts";
@@ -23,6 +23,10 @@ const logits = (f: ModelFamily) => torch.noGrad(() => torch.tidy(() => Array.fro
 for (const [name, fixture] of [
   ["qwen3", "qwen3_tiny"],
   ["qwen25vl", "qwen2_5_vl_tiny"],
+  ["qwen3vl", "qwen3_vl_tiny"],
+  ["internvl", "internvl_tiny"],
+  // GLM-4 stores gate and up as one gate_up_proj: all-linear adapts it as one module
+  ["glm4v", "glm4v_tiny"],
 ] as const) {
   const base = join(fixtures, fixture);
   const run = join(out, name, "run");
@@ -30,7 +34,7 @@ for (const [name, fixture] of [
   mkdirSync(join(step, "actor"), { recursive: true });
   writeFileSync(join(run, "config.yaml"), `model: {model_dir: ${JSON.stringify(base)}}\nactor: {lora_alpha: 8}\n`);
   const family = loadModelFamily(base, { device: "cpu", dtype: "f32" });
-  const adapter = LoraAdapter.create(family.weights, family.spec.numLayers, { rank: 4, alpha: 8, targets: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], seed: 5 }, { device: "cpu", dtype: "f32" });
+  const adapter = LoraAdapter.create(family.weights, family.spec.numLayers, { rank: 4, alpha: 8, targets: loraTargets("all-linear"), seed: 5 }, { device: "cpu", dtype: "f32" });
   const gen = new torch.Generator({ seed: 9, device: "cpu" });
   for (const [k, t] of adapter.weights) if (k.endsWith("lora_B.weight")) torch.noGrad(() => torch.tidy(() => t.copy_(torch.randn(t.shape, { generator: gen }).mul(0.1))));
   gen.dispose();

@@ -100,17 +100,13 @@ export class ChatFraming {
   }
 
   /**
-   * The history rendered without a generation prompt. An empty history renders as the
-   * template writes it for no messages; templates that refuse an empty list (they raise)
-   * are taken to write nothing before the first message.
+   * The history rendered without a generation prompt. An empty history is the empty
+   * text: what a template writes before any message (GLM-4V's `[gMASK]<sop>`) belongs to
+   * the first message's framing, so a conversation's tokens begin as the template's
+   * rendering does.
    */
   private renderHistory(history: readonly TemplateMessage[]): string {
-    if (history.length > 0) return this.render(history, false);
-    try {
-      return this.render([], false);
-    } catch {
-      return "";
-    }
+    return history.length > 0 ? this.render(history, false) : "";
   }
 
   private render(messages: readonly TemplateMessage[], addGenerationPrompt: boolean): string {

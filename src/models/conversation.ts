@@ -16,7 +16,10 @@
  *   token), that id stays a sampled token (mask 1) and only the rest of the closing is
  *   appended; otherwise (generation stopped by length, a stop string, another end-of-text
  *   id, or an abort) the whole closing is appended, so the next turn still starts on a
- *   well-formed boundary.
+ *   well-formed boundary. Where the template writes nothing after a reply (GLM-4V: the
+ *   next `<|user|>` ends the turn, and the model stops by sampling it), a reply whose
+ *   last id is the next message's opening token keeps it as a sampled token, and that
+ *   message is appended without it.
  *
  * Earlier turns are never re-rendered or re-tokenized, so a training row's reply tokens
  * are exactly the sampled ones even where decoding and re-encoding the text would give
@@ -121,6 +124,12 @@ export class Conversation {
   private readonly history: TemplateMessage[] = [];
   /** Start of the reply turn `beginReply` opened and `addReply` has not closed. */
   private openReplyStart: number | undefined;
+  /**
+   * The last id of a reply after which the template writes nothing: it may be the next
+   * message's opening token, sampled as the stop (GLM-4V's `<|user|>`), and is then not
+   * appended twice.
+   */
+  private replyStopId: number | undefined;
   private logprobsComplete = true;
 
   constructor(private readonly codec: ConversationCodec) {}
@@ -163,7 +172,7 @@ export class Conversation {
     const { messages, images } = toTemplateMessages([message]);
     const templateMessage = messages[0]!;
     const start = this.ids.length;
-    this.appendText(this.codec.framing.messageText(this.history, templateMessage), images);
+    this.appendText(this.codec.framing.messageText(this.history, templateMessage), images, this.takeReplyStop());
     this.history.push(templateMessage);
     return this.pushTurn({ role: message.role, start, end: this.ids.length });
   }
@@ -172,7 +181,7 @@ export class Conversation {
   beginReply(): ConversationPrompt {
     this.refuseWhileAwaitingReply("begin another reply");
     this.openReplyStart = this.ids.length;
-    this.appendText(this.codec.framing.generationPromptText(this.history), []);
+    this.appendText(this.codec.framing.generationPromptText(this.history), [], this.takeReplyStop());
     return this.prompt();
   }
 
@@ -190,6 +199,7 @@ export class Conversation {
     const sampled = { start: sampledStart, end: this.ids.length };
 
     const closing = this.codec.encodeText(this.codec.framing.replyClosingText(this.history), []).tokenIds;
+    this.replyStopId = closing.length === 0 ? tokenIds[tokenIds.length - 1] : undefined;
     const sampledEndOfTurn = tokenIds.length > 0 && tokenIds[tokenIds.length - 1] === closing[0];
     for (const id of closing.slice(sampledEndOfTurn ? 1 : 0)) this.push(id, 0, 0);
 
@@ -206,10 +216,14 @@ export class Conversation {
    */
   endOfTurnId(): number {
     const closing = this.codec.encodeText(this.codec.framing.replyClosingText(this.history), []).tokenIds;
-    if (closing.length === 0) {
-      throw new VagenError(`${this.codec.framing.template.origin}: the chat template writes nothing after an assistant reply, so no token ends a turn`);
+    if (closing.length > 0) return closing[0]!;
+    // Nothing after a reply: the turn ends where the next user message opens (GLM-4V's <|user|>).
+    const afterReply = [...this.history, { role: "assistant", content: "." } as TemplateMessage];
+    const opening = this.codec.encodeText(this.codec.framing.messageText(afterReply, { role: "user", content: "." } as TemplateMessage), []).tokenIds;
+    if (opening.length === 0) {
+      throw new VagenError(`${this.codec.framing.template.origin}: the chat template writes nothing after an assistant reply nor before a user message, so no token ends a turn`);
     }
-    return closing[0]!;
+    return opening[0]!;
   }
 
   /** The ids and image spans so far (copies): what an engine prefills or continues. */
@@ -232,10 +246,22 @@ export class Conversation {
     };
   }
 
-  private appendText(text: string, images: readonly RGBImage[]): void {
+  /** The previous reply's stop id, for the next append only. */
+  private takeReplyStop(): number | undefined {
+    const id = this.replyStopId;
+    this.replyStopId = undefined;
+    return id;
+  }
+
+  /** Appends encoded text (mask 0); a first id equal to `alreadyThere` (the reply's sampled stop) is not appended again. */
+  private appendText(text: string, images: readonly RGBImage[], alreadyThere?: number): void {
     const encoded = this.codec.encodeText(text, images);
     if (encoded.images.length !== images.length) {
       throw new VagenError(`conversation: the message carries ${images.length} image(s) but its encoding placed ${encoded.images.length}`);
+    }
+    if (alreadyThere !== undefined && encoded.tokenIds[0] === alreadyThere && encoded.images.every((span) => span.offset > 0)) {
+      encoded.tokenIds.shift();
+      for (const span of encoded.images) span.offset -= 1;
     }
     const base = this.ids.length;
     encoded.images.forEach((span, i) => {

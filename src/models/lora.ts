@@ -26,8 +26,11 @@ import { VagenError } from "../core/errors.ts";
 import { requireWeight, type Weights } from "./weights.ts";
 
 /** The decoder's linear layers an adapter may target, by their checkpoint (and PEFT) names. */
-export const LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"] as const;
+export const LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "gate_up_proj"] as const;
 export type LoraModule = (typeof LORA_MODULES)[number];
+
+/** What `all-linear` means: every projection; a checkpoint that fuses gate and up (GLM-4) takes `gate_up_proj` for the two. */
+const ALL_LINEAR: readonly LoraModule[] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
 
 /** PEFT's prefix of a wrapped model's state-dict keys. */
 export const PEFT_PREFIX = "base_model.model.";
@@ -44,13 +47,33 @@ export interface LoraSettings {
 
 /** `all-linear` (every module of LORA_MODULES, as verl and PEFT read it) or a list, as the config gives it. */
 export function loraTargets(value: "all-linear" | readonly LoraModule[]): LoraModule[] {
-  if (value === "all-linear") return [...LORA_MODULES];
+  if (value === "all-linear") return [...ALL_LINEAR];
   return LORA_MODULES.filter((m) => value.includes(m));
+}
+
+/**
+ * The targets as the checkpoint's projections are stored: where gate and up are one
+ * `gate_up_proj` weight (GLM-4), gate_proj with up_proj become gate_up_proj (PEFT's
+ * target for such a model; its B is (2 * intermediate, r), gate's rows first); one of them
+ * alone cannot be adapted there, and gate_up_proj cannot where the two are separate.
+ */
+function storedTargets(base: Weights, targets: readonly LoraModule[]): LoraModule[] {
+  const fused = base.has(`${loraModulePath(0, "gate_up_proj")}.weight`);
+  const gate = targets.includes("gate_proj");
+  const up = targets.includes("up_proj");
+  if (fused && gate !== up) {
+    throw new VagenError(`LoRA target_modules: got ${gate ? "gate_proj" : "up_proj"} without ${gate ? "up_proj" : "gate_proj"}, but this model stores the two as one mlp.gate_up_proj`, "target both (or gate_up_proj, or all-linear)");
+  }
+  if (!fused && targets.includes("gate_up_proj")) {
+    throw new VagenError("LoRA target_modules: got gate_up_proj, but this model stores gate_proj and up_proj apart", "target gate_proj and up_proj");
+  }
+  if (!fused || !gate) return [...targets];
+  return LORA_MODULES.filter((m) => m !== "gate_proj" && m !== "up_proj" && (m === "gate_up_proj" || targets.includes(m)));
 }
 
 /** The module's checkpoint path in layer `layer`: `model.layers.0.self_attn.q_proj`. */
 export function loraModulePath(layer: number, module: LoraModule): string {
-  const block = module === "gate_proj" || module === "up_proj" || module === "down_proj" ? "mlp" : "self_attn";
+  const block = module === "gate_proj" || module === "up_proj" || module === "down_proj" || module === "gate_up_proj" ? "mlp" : "self_attn";
   return `model.layers.${layer}.${block}.${module}`;
 }
 
@@ -88,12 +111,13 @@ export class LoraAdapter {
   static create(base: Weights, numLayers: number, settings: LoraSettings, opts: { device: Device; dtype: DType }): LoraAdapter {
     if (!Number.isInteger(settings.rank) || settings.rank <= 0) throw new VagenError(`LoRA rank: got ${settings.rank}, expected an integer > 0`);
     if (settings.targets.length === 0) throw new VagenError("LoRA target_modules: got an empty list, expected module names or all-linear");
+    const targets = storedTargets(base, settings.targets);
     const gen = new torch.Generator({ seed: settings.seed, device: opts.device });
     const weights = new Map<string, Tensor>();
     try {
       const pairs = Array.from({ length: numLayers }, (_, layer) =>
         LORA_MODULES.map((module) => {
-          if (!settings.targets.includes(module)) return undefined;
+          if (!targets.includes(module)) return undefined;
           const [out, inp] = dims2(requireWeight(base, `${loraModulePath(layer, module)}.weight`, "the LoRA adapter's base"), `${module} weight`);
           const bound = 1 / Math.sqrt(inp);
           const a = torch.keep(torch.tidy(() => torch.rand([settings.rank, inp], { dtype: "f32", device: opts.device, generator: gen }).mul(2 * bound).sub(bound).to(opts.dtype)));
@@ -104,7 +128,7 @@ export class LoraAdapter {
           return { a, b };
         }),
       );
-      return new LoraAdapter({ rank: settings.rank, alpha: settings.alpha, targets: [...settings.targets] }, pairs, weights);
+      return new LoraAdapter({ rank: settings.rank, alpha: settings.alpha, targets }, pairs, weights);
     } catch (err) {
       for (const t of weights.values()) t.dispose();
       throw err;
@@ -149,8 +173,12 @@ export class LoraAdapter {
   apply(layer: number, module: LoraModule, x: Tensor, y: Tensor): Tensor {
     if (!this.#enabled) return y;
     const pair = this.pairs[layer]?.[LORA_MODULES.indexOf(module)];
-    if (!pair) return y;
-    return y.add(F.linear(F.linear(x, pair.a), pair.b).mul(this.scale));
+    if (pair) return y.add(F.linear(F.linear(x, pair.a), pair.b).mul(this.scale));
+    // gate or up of a fused gate_up_proj adapter: its half of B's rows (gate's first)
+    const fused = module === "gate_proj" || module === "up_proj" ? this.pairs[layer]?.[LORA_MODULES.indexOf("gate_up_proj")] : undefined;
+    if (!fused) return y;
+    const half = fused.b.shape[0]! / 2;
+    return y.add(F.linear(F.linear(x, fused.a), fused.b.narrow(0, module === "gate_proj" ? 0 : half, half)).mul(this.scale));
   }
 
   /** Runs `fn` on the base alone (the adapter off), then turns the adapter back on. */

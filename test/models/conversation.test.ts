@@ -208,14 +208,17 @@ describe("Conversation (Qwen2.5-VL tiny fixture)", () => {
       "unstable.jinja",
     );
     const conversation = new Conversation(new Qwen25VLConversationCodec(new Qwen25VLProcessor(tokenizer, unstable, DEFAULT_IMAGE_PROCESSOR, 366)));
+    // The first message is framed against nothing (what a template writes before any
+    // message is part of it); the second shows the rewrite.
+    conversation.addMessage({ role: "user", content: [{ type: "text", text: "hi" }] });
     let error: unknown;
     try {
-      conversation.addMessage({ role: "user", content: [{ type: "text", text: "hi" }] });
+      conversation.addMessage({ role: "user", content: [{ type: "text", text: "again" }] });
     } catch (e) {
       error = e;
     }
     expect(error).toBeInstanceOf(VagenError);
     expect((error as Error).message).toContain("unstable.jinja: the chat template is not prefix-stable");
-    expect((error as Error).message).toContain('"0 messages');
+    expect((error as Error).message).toContain('"1 messages');
   });
 });
