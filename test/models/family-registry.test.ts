@@ -7,7 +7,9 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { main } from "../../src/cli/main.ts";
 import { loadEngine } from "../../src/engine/load.ts";
+import { MODEL_FAMILIES } from "../../src/models/family-list.ts";
 import { loadModelFamily, registerModelFamily, supportedModelTypes } from "../../src/models/index.ts";
 import { Qwen25VLChatModel } from "../../src/models/qwen2_5_vl/chat-model.ts";
 import { FIXTURE_DIR, refsJson } from "./fixture.ts";
@@ -22,6 +24,21 @@ test("an unknown model_type names the file, the key and the registered types", (
   );
   expect(supportedModelTypes()).toContain("qwen2_5_vl");
   expect(supportedModelTypes()).toContain("qwen3");
+});
+
+test("the families `vagen doctor` lists are the registered ones, and its report lists them", async () => {
+  // before this file registers its own test family
+  expect(MODEL_FAMILIES.map((f) => f.modelType).sort()).toEqual(supportedModelTypes().filter((t) => t !== "vagen_test_family").sort());
+  const out: string[] = [];
+  const write = process.stdout.write.bind(process.stdout);
+  process.stdout.write = ((s: string) => (out.push(String(s)), true)) as typeof process.stdout.write;
+  try {
+    await main(["bun", "vagen", "doctor"]);
+  } finally {
+    process.stdout.write = write;
+  }
+  const text = out.join("");
+  for (const f of MODEL_FAMILIES) expect(text).toContain(`${f.modelType.padEnd(11)} ${f.name}`);
 });
 
 test("a registered family loads its model_type, and the engine runs it through the seam alone", async () => {

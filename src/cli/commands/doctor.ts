@@ -8,6 +8,7 @@
 import type { Command } from "commander";
 import { readFileSync } from "node:fs";
 import { VagenError } from "../../core/errors.ts";
+import { MODEL_FAMILIES, type FamilyDescription } from "../../models/family-list.ts";
 import { VERSION } from "../../version.ts";
 
 export interface DoctorCheck {
@@ -42,6 +43,8 @@ export interface DoctorReport {
   threads: number | null;
   cuda: { available: boolean; devices: CudaDevice[] };
   checks: DoctorCheck[];
+  /** The model families this vagen reads (family-list.ts). */
+  models: readonly FamilyDescription[];
   problem: { message: string; hint?: string } | null;
 }
 
@@ -106,6 +109,7 @@ export async function diagnose(): Promise<DoctorReport> {
     threads: null,
     cuda: { available: false, devices: [] },
     checks: [],
+    models: MODEL_FAMILIES,
     problem: null,
   };
   let torch: Torch;
@@ -165,6 +169,7 @@ function printReport(r: DoctorReport): void {
   }
   for (const d of r.cuda.devices) rows.push([`  cuda:${d.index}`, `${d.name}, ${gib(d.totalMemoryBytes)}`]);
   for (const c of r.checks) rows.push([c.ok ? "ok" : "FAILED", `${c.name}: ${c.detail}`]);
+  MODEL_FAMILIES.forEach((f, i) => rows.push([i === 0 ? "models" : "", `${f.modelType.padEnd(11)} ${f.name}, ${f.inputs}; parity: ${f.parity}`]));
   const width = Math.max(...rows.map(([k]) => k.length));
   for (const [k, v] of rows) process.stdout.write(`${k.padEnd(width)}  ${v}\n`);
 }
@@ -172,7 +177,7 @@ function printReport(r: DoctorReport): void {
 export function register(program: Command): void {
   program
     .command("doctor")
-    .description("check the installation: Bun, libtorch, the shim, CUDA devices, a numeric self-check")
+    .description("check the installation: Bun, libtorch, the shim, CUDA devices, a numeric self-check; list the model families")
     .option("--json", "print the report as JSON")
     .action(async (opts: { json?: boolean }) => {
       const report = await diagnose();
