@@ -24,6 +24,7 @@
  * schema, the checks across keys (batch divisibility, response lengths, the estimator
  * against the critic and the harness), and each env's own config.
  */
+import { MODEL_ADAPTERS } from "../models/family-list.ts";
 import * as v from "valibot";
 import { createEnv, isImportPath as isEnvImportPath } from "../../envs/registry.ts";
 import { splitStateReward } from "../rewards/index.ts";
@@ -278,6 +279,11 @@ export const TrainerSection = v.strictObject({
    * share of the reduced gradients (docs/distributed.md).
    */
   zero_stage: v.optional(v.picklist([0, 1, 2], "0, 1 or 2"), 0),
+  /**
+   * VAGEN's choice of chat rendering per family: `auto` takes the family of config.json's
+   * `model_type`; a named one must be that family's (checked when the model loads).
+   */
+  model_adapter: v.optional(v.picklist(MODEL_ADAPTERS, `one of ${MODEL_ADAPTERS.join(", ")}`), "auto"),
   /**
    * Data parallel: gradients are summed over the ranks in buckets of this many MiB while
    * the backward pass runs (as PyTorch's DDP, whose default is 25); 0: one all-reduce

@@ -7,6 +7,7 @@ import * as torch from "../torch/index.ts";
 import { engineClientFor, type EngineClient } from "../clients/engine-client.ts";
 import { VagenError } from "../core/errors.ts";
 import { createEngine, type LoadedEngine } from "../engine/index.ts";
+import { MODEL_FAMILIES } from "../models/family-list.ts";
 import { LoraAdapter, loadModelFamily, type ModelFamily, type ValueHead } from "../models/index.ts";
 import type { TrainConfig } from "./config.ts";
 import { TrainingModel } from "./forward.ts";
@@ -53,6 +54,7 @@ export function loadModels(config: TrainConfig, useCritic: boolean, useReference
   const load = (): ModelFamily =>
     loadModelFamily(config.model.model_dir, { device: config.model.device, dtype: config.model.dtype, chatTemplateVariables: config.data.apply_chat_template_kwargs });
   const actorFamily = load();
+  checkModelAdapter(config, actorFamily);
   // With LoRA only the adapter trains (and checkpoints); the base stays frozen.
   const lora = loraSettingsOf(config.actor, config.trainer.seed);
   const adapter = lora ? attachNewAdapter(actorFamily, lora) : undefined;
@@ -79,6 +81,18 @@ export function loadModels(config: TrainConfig, useCritic: boolean, useReference
   const reference = useReference ? (adapter ? new TrainingModel(actor.family, { off: adapter }) : new TrainingModel(load())) : undefined;
   const engine = createEngine(actor.family, { ...config.rollout.engine, seed: config.trainer.seed });
   return { actor, actorOptim, critic, reference, engine, client: engineClientFor(engine) };
+}
+
+/** `trainer.model_adapter`, when named, must be the loaded family's (VAGEN's key; `auto` takes any). */
+function checkModelAdapter(config: TrainConfig, family: ModelFamily): void {
+  const wanted = config.trainer.model_adapter;
+  const adapter = MODEL_FAMILIES.find((f) => f.modelType === family.family)?.adapter;
+  if (wanted === "auto" || wanted === adapter) return;
+  family.dispose();
+  throw new VagenError(
+    `key "trainer.model_adapter": got "${wanted}", but ${config.model.model_dir} is ${family.family} (adapter ${adapter ?? "none"})`,
+    "leave it at auto: the family comes from config.json's model_type",
+  );
 }
 
 /**

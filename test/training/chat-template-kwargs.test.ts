@@ -47,3 +47,17 @@ describe("data.apply_chat_template_kwargs", () => {
     }
   });
 });
+
+describe("trainer.model_adapter (VAGEN's key)", () => {
+  test("auto takes the model's family; a named adapter must be the family's; anything else is refused by the schema", async () => {
+    const qwen3 = [`model.model_dir=${QWEN3_DIR}`, "trainer.output_dir=/nonexistent/unused"];
+    for (const adapter of ["auto", "qwen"]) {
+      const models = loadModels((await loadTrainConfig(CONFIG, [...qwen3, `trainer.model_adapter=${adapter}`])).config, false, false);
+      expect(models.actor.family.family).toBe("qwen3");
+      await disposeModels(models);
+    }
+    const { config } = await loadTrainConfig(CONFIG, [...qwen3, "trainer.model_adapter=glm"]);
+    expect(() => loadModels(config, false, false)).toThrow(`key "trainer.model_adapter": got "glm", but ${QWEN3_DIR} is qwen3 (adapter qwen)`);
+    await expect(loadTrainConfig(CONFIG, [...qwen3, "trainer.model_adapter=llama"])).rejects.toThrow(/trainer\.model_adapter/);
+  });
+});
