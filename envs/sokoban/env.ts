@@ -13,8 +13,9 @@ import { finishCooperatively } from "../_common/cooperative.ts";
 import { stepInfo } from "../_common/step-info.ts";
 import { actionObservationText, initialObservationText } from "../_common/observation.ts";
 import { isWmFormat, parseResponse, type ParsedResponse } from "../_common/parsers.ts";
-import { gridObject, type GridState, type Position } from "../_common/state.ts";
+import type { GridState } from "../_common/state.ts";
 import { SOKOBAN_STATE_REWARD_SPEC } from "./state-reward-spec.ts";
+import { sokobanGridState } from "./ground-truth.ts";
 import type { Env, EnvInfo, Observation, ResetResult, StepResult } from "../_common/types.ts";
 import { resolveSokobanRewards, sokobanConfigSchema, type SokobanConfig, type SokobanConfigInput, type SokobanRewards } from "./config.ts";
 import { allBoxesOnTarget, applyMove } from "./dynamics.ts";
@@ -180,26 +181,7 @@ export class SokobanEnv implements Env {
   }
 
   private groundTruth(): GridState {
-    const room = this.requireRoom();
-    const player = this.position(this.player);
-    const objects = [];
-    for (let i = 0; i < room.state.length; i++) {
-      const cell = room.state[i];
-      if (cell === CELL.box || cell === CELL.boxOnTarget) {
-        objects.push(gridObject("box", player, this.position(i), { on_target: cell === CELL.boxOnTarget }));
-      }
-    }
-    for (let i = 0; i < room.fixed.length; i++) {
-      if (room.fixed[i] === CELL.target) {
-        objects.push(gridObject("target", player, this.position(i), { covered: room.state[i] === CELL.boxOnTarget }));
-      }
-    }
-    return { grid_size: [room.height, room.width], player, objects };
-  }
-
-  private position(index: number): Position {
-    const width = this.requireRoom().width;
-    return [Math.floor(index / width), index % width];
+    return sokobanGridState(this.requireRoom(), this.player);
   }
 
   private requireRoom(): SokobanRoom {

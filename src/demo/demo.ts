@@ -27,11 +27,13 @@ import { checkTrainConfig } from "../training/config.ts";
 import type { TrainEvent } from "../training/events.ts";
 import { runTraining } from "../training/trainer.ts";
 import { demoRecipe, sftConfig, trainConfig, type DemoAlgorithm, type DemoRecipe } from "./recipe.ts";
-import { demoTask, writeDemoBaseModel, type DemoEnv, type DemoRender } from "./task.ts";
+import { demoTask, writeDemoBaseModel, type DemoEnv, type DemoFormat, type DemoRender } from "./task.ts";
 
 export interface DemoOptions {
   env: DemoEnv;
   render: DemoRender;
+  /** What a reply holds (default: the answer alone). */
+  format?: DemoFormat;
   /** RL steps (default: the recipe's). */
   steps?: number;
   seed: number;
@@ -59,24 +61,26 @@ export interface DemoSummary {
   parameters: number;
   env: string;
   render: DemoRender;
+  format: DemoFormat;
   algorithm: DemoAlgorithm;
   rl_steps: number;
 }
 
-const ALGORITHM_NAMES: Record<DemoAlgorithm, string> = { gigpo: "GiGPO", grpo: "GRPO", ppo: "PPO with a critic" };
+const ALGORITHM_NAMES: Record<DemoAlgorithm, string> = { gigpo: "GiGPO", grpo: "GRPO", ppo: "PPO with a critic", bi_level: "PPO with a critic and bi-level GAE" };
 
 /** "512 solver episodes, 10% of moves random (safe ones)", as the demo's SFT phase line says it. */
 function demonstrations(solver: SolverDataConfig): string {
   const careless = solver.careless_episode_prob > 0 ? `${Math.round(solver.careless_episode_prob * 100)}% of them by a careless solver blind to holes, ` : "";
   const safe = solver.random_moves === "safe" ? " (safe ones: never into a hole or the edge)" : "";
-  return `${solver.episodes} solver episodes, ${careless}${Math.round(solver.random_action_prob * 100)}% of moves random${safe}`;
+  const noise = (solver.state_noise_prob ?? 0) > 0 ? `, ${Math.round(solver.state_noise_prob! * 100)}% of stated objects misplaced` : "";
+  return `${solver.episodes} solver episodes, ${careless}${Math.round(solver.random_action_prob * 100)}% of moves random${safe}${noise}`;
 }
 
 export async function runDemo(opts: DemoOptions, onEvent: (event: DemoEvent) => void = () => {}): Promise<DemoSummary> {
   const started = performance.now();
   const clock = () => (performance.now() - started) / 1000;
-  const recipe = { ...demoRecipe(opts.device), ...opts.recipe };
-  const task = demoTask(opts.env, opts.render, recipe.frozenLakeBoard);
+  const recipe = { ...demoRecipe(opts.device, opts.env), ...opts.recipe };
+  const task = demoTask(opts.env, opts.render, recipe.frozenLakeBoard, { levels: recipe.sokobanLevels, format: opts.format, maxTurns: recipe.sokobanMaxTurns });
   const steps = opts.steps ?? recipe.rlSteps;
   if (!opts.device.startsWith("cuda") && recipe.cpuThreads) torch.setNumThreads(recipe.cpuThreads);
 
@@ -86,7 +90,7 @@ export async function runDemo(opts: DemoOptions, onEvent: (event: DemoEvent) => 
   onEvent({ type: "phase", phase: "base", message: `base policy: Qwen2.5-VL architecture, ${(parameters / 1e6).toFixed(2)}M parameters, vocabulary ${vocabSize}, random from seed ${opts.seed} -> ${baseDir}` });
 
   const sftSetup = sftConfig(task, recipe, { baseModelDir: baseDir, outputDir: join(opts.runDir, "sft"), seed: opts.seed, device: opts.device });
-  onEvent({ type: "phase", phase: "sft", message: `sft: ${demonstrations(sftSetup.data.solver!)} on ${task.envName} (${opts.render})` });
+  onEvent({ type: "phase", phase: "sft", message: `sft: ${demonstrations(sftSetup.data.solver!)} on ${task.envName} (${opts.render}, ${task.format ?? "answer"})` });
   const sft = await runSft(sftSetup, (event) =>
     onEvent({ type: "sft", event }),
   );
@@ -124,6 +128,7 @@ export async function runDemo(opts: DemoOptions, onEvent: (event: DemoEvent) => 
     parameters,
     env: task.envName,
     render: opts.render,
+    format: task.format ?? "answer",
     algorithm: opts.algorithm,
     rl_steps: result.step,
   };

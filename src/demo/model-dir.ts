@@ -29,6 +29,8 @@ export interface TinyQwenSpec {
   visionIntermediate: number;
   /** Largest image area the processor keeps (pixels); observations are resized to fit. The demo sets it from its task. */
   maxPixels: number;
+  /** Smallest image area the processor keeps (unset: 56 x 56); smaller renders are scaled up. */
+  minPixels?: number;
   /**
    * Base of the decoder's rotary frequencies. Qwen's 10^6 is for 128-dim heads over long
    * contexts; with small heads the height and width sections of M-RoPE would then turn by
@@ -233,7 +235,7 @@ export function preprocessorConfig(spec: TinyQwenSpec): Record<string, unknown> 
     temporal_patch_size: 2,
     resample: 3,
     rescale_factor: 1 / 255,
-    size: { shortest_edge: 56 * 56, longest_edge: spec.maxPixels },
+    size: { shortest_edge: spec.minPixels ?? 56 * 56, longest_edge: spec.maxPixels },
   };
 }
 

@@ -3,6 +3,7 @@
  * tokenizer learned on the task's own text, then a small random Qwen2.5-VL over it).
  */
 import { messageText } from "../core/chat.ts";
+import { VagenError } from "../core/errors.ts";
 import type { SolverDataConfig } from "../sft/config.ts";
 import { solverEpisodes } from "../sft/episodes.ts";
 import { OBSERVATION_ONLY_HARNESS } from "../harness/observation-only.ts";
@@ -11,6 +12,25 @@ import { trainBpeTokenizer } from "./tokenizer.ts";
 
 export type DemoEnv = "frozenlake" | "sokoban";
 export type DemoRender = "vision" | "text";
+/**
+ * What the policy writes each turn: `answer` (`<answer>Right</answer>`, the env's no_think
+ * format), `free_think` (a `<think>` with a short plan first) or `wm` (Sokoban: VAGEN's
+ * world-model format, the state as perceived and the state after the moves, scored by the
+ * state rewards).
+ */
+export const DEMO_FORMATS = ["answer", "free_think", "wm"] as const;
+export type DemoFormat = (typeof DEMO_FORMATS)[number];
+const PROMPT_FORMATS: Record<DemoFormat, string> = { answer: "no_think", free_think: "free_think", wm: "wm" };
+
+/** Sokoban levels: room size (rows, columns), boxes, and the range of shortest-solution lengths kept. */
+export interface SokobanLevels {
+  dimRoom: [number, number];
+  numBoxes: number;
+  minSolutionSteps: [number, number] | null;
+}
+
+/** VAGEN's Sokoban dataset: 6x6 rooms, one box, levels solved in 1 to 5 moves. */
+export const VAGEN_SOKOBAN_LEVELS: SokobanLevels = { dimRoom: [6, 6], numBoxes: 1, minSolutionSteps: [1, 5] };
 /** A FrozenLake board's side and the chance that a tile is ice rather than a hole. */
 export interface FrozenLakeBoard {
   size: number;
@@ -25,9 +45,14 @@ export interface DemoTask {
   harness: typeof OBSERVATION_ONLY_HARNESS;
   /**
    * The image processor's pixel budget. FrozenLake: one merged image token per board cell.
-   * Sokoban's renders (16 px a cell, 96 x 96 for 6x6) come out 84 x 84 under any budget.
+   * Sokoban: 14 px a cell (its 96 x 96 render of a 6x6 room comes out 84 x 84), one
+   * vision patch a cell.
    */
   maxPixels: number;
+  /** The processor's smallest image area (unset: 56 x 56); Sokoban's is its exact size, so no room is scaled below it. */
+  minPixels?: number;
+  /** What a reply holds (unset: `answer`). */
+  format?: DemoFormat;
   /** Turn limit per episode (enough for a shortest path plus a few detours). */
   maxTurns: number;
   /** Seeds of the supervised demonstrations, RL and validation: three disjoint ranges. */
@@ -38,16 +63,41 @@ export interface DemoTask {
 
 /**
  * FrozenLake on `board` (4x4 with p 0.8 unless given; not slippery), one move per answer,
- * answers only (`<answer>Right</answer>`):
- * a reactive policy that reads the board each turn. Sokoban: 6x6 rooms with one box.
+ * answers only (`<answer>Right</answer>`) or after a plan (`free_think`): a reactive
+ * policy that reads the board each turn. Sokoban on `sokoban.levels` (VAGEN's 6x6
+ * one-box levels unless given), one move per turn, in any of the demo's formats, with
+ * `maxTurns` turns (unset: the longest solution kept plus four, for a detour); its
+ * 16-px tiles are scaled to 14 px, one vision patch a cell (for even room sides).
  */
-export function demoTask(env: DemoEnv, render: DemoRender, board: FrozenLakeBoard = { size: 4, p: 0.8 }): DemoTask {
+export function demoTask(
+  env: DemoEnv,
+  render: DemoRender,
+  board: FrozenLakeBoard = { size: 4, p: 0.8 },
+  sokoban: { levels?: SokobanLevels; format?: DemoFormat; maxTurns?: number } = {},
+): DemoTask {
   const seeds = { sftSeedStart: 1_000_000, trainSeedStart: 0, valSeedStart: 5_000_000, harness: OBSERVATION_ONLY_HARNESS };
-  const answerOnly = { prompt_format: "no_think", max_actions_per_step: 1, use_example_in_sys_prompt: false, render_mode: render };
+  const format = sokoban.format ?? "answer";
+  const oneMove = { prompt_format: PROMPT_FORMATS[format], max_actions_per_step: 1, use_example_in_sys_prompt: false, render_mode: render };
   if (env === "frozenlake") {
-    return { envName: "FrozenLake", envConfig: { ...answerOnly, size: board.size, p: board.p }, maxPixels: oneTokenPerCell(board.size), maxTurns: 8, ...seeds };
+    if (format === "wm") throw new VagenError(`demo: --format wm: FrozenLake's demo has no world-model demonstrations`, "use --format answer or free_think, or --env sokoban");
+    return { envName: "FrozenLake", envConfig: { ...oneMove, size: board.size, p: board.p }, maxPixels: oneTokenPerCell(board.size), format, maxTurns: 8, ...seeds };
   }
-  return { envName: "Sokoban", envConfig: { ...answerOnly, dim_room: [6, 6], num_boxes: 1 }, maxPixels: DEMO_MODEL_SPEC.maxPixels, maxTurns: 10, ...seeds };
+  const levels = sokoban.levels ?? VAGEN_SOKOBAN_LEVELS;
+  const [rows, cols] = levels.dimRoom;
+  // The env renders 16 px a cell; at 14 px a cell each cell is one vision patch and each
+  // merged image token 2 x 2 cells (84 x 84 for 6x6: 36 patches, 9 tokens). 28 px a cell
+  // (one token a cell, as on FrozenLake) made a supervised step 3.2 s instead of ~0.6 s
+  // on the CPU (docs/demo.md).
+  const pixels = 14 * rows * 14 * cols;
+  return {
+    envName: "Sokoban",
+    envConfig: { ...oneMove, dim_room: levels.dimRoom, num_boxes: levels.numBoxes, min_solution_steps: levels.minSolutionSteps },
+    maxPixels: pixels + 14 * (rows + cols) + 1,
+    minPixels: pixels,
+    format,
+    maxTurns: sokoban.maxTurns ?? (levels.minSolutionSteps?.[1] ?? 10) + 4,
+    ...seeds,
+  };
 }
 
 /** Solver demonstrations for `task` (the SFT phase's data, and the tokenizer's corpus). */
@@ -55,7 +105,7 @@ export function demoSolverData(
   task: DemoTask,
   episodes: number,
   randomActionProb: number,
-  imperfections: { carelessEpisodeProb?: number; randomMoves?: "any" | "safe" } = {},
+  imperfections: { carelessEpisodeProb?: number; randomMoves?: "any" | "safe"; stateNoiseProb?: number } = {},
 ): SolverDataConfig {
   return {
     env: task.envName,
@@ -68,6 +118,8 @@ export function demoSolverData(
     random_moves: task.envName === "FrozenLake" ? (imperfections.randomMoves ?? "any") : "any",
     actions_per_turn: 1,
     careless_episode_prob: task.envName === "FrozenLake" ? (imperfections.carelessEpisodeProb ?? 0) : 0,
+    // Only the world-model format states positions.
+    state_noise_prob: task.format === "wm" ? (imperfections.stateNoiseProb ?? 0) : 0,
   };
 }
 
@@ -78,7 +130,7 @@ export function demoSolverData(
  * (one image token a board cell). Returns its parameter count.
  */
 export async function writeDemoBaseModel(dir: string, task: DemoTask, opts: { seed: number; spec?: TinyQwenSpec }): Promise<{ parameters: number; vocabSize: number }> {
-  const spec = { ...(opts.spec ?? DEMO_MODEL_SPEC), maxPixels: task.maxPixels };
+  const spec = { ...(opts.spec ?? DEMO_MODEL_SPEC), maxPixels: task.maxPixels, minPixels: task.minPixels };
   const episodes = await solverEpisodes(demoSolverData(task, 16, 0.3), { seed: opts.seed });
   // The chat template's default system line opens every sample: learned as a whole, it
   // is eleven tokens instead of twenty.

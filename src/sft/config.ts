@@ -14,6 +14,7 @@
  *       max_turns: 8
  *       random_action_prob: 0.2
  *       careless_episode_prob: 0      # FrozenLake: share of episodes by a solver blind to holes
+ *       state_noise_prob: 0           # wm formats: chance that a stated object's place is wrong
  *     eval_dirs: [../runs/eval/x]     # and/or `vagen eval` outputs ...
  *     only_success: true              # ... keeping successful episodes only
  *   optim: {lr: 1e-3, weight_decay: 0.01, grad_clip: 1.0, warmup_steps: 10}
@@ -58,6 +59,14 @@ export const SolverDataConfig = v.strictObject({
    * crosses it). Mixed-quality demonstrations: imitation copies both solvers.
    */
   careless_episode_prob: v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(1, "careless_episode_prob <= 1")), 0),
+  /**
+   * Under the world-model formats (Sokoban's `wm`, `wm_think`, `free_wm`), the chance that
+   * an object the solver states in `<perception>` or `<prediction>` is wrong on one axis
+   * (src/sft/reasoning.ts): descriptions that the state rewards can still improve. Each
+   * section's expected F1 is 1 - state_noise_prob / 2. Unset: 0 (optional in the checked
+   * type too, so configs built in code before it existed still type-check).
+   */
+  state_noise_prob: v.optional(v.pipe(v.number(), v.minValue(0, "state_noise_prob >= 0"), v.maxValue(1, "state_noise_prob <= 1"))),
 });
 export type SolverDataConfig = v.InferOutput<typeof SolverDataConfig>;
 

@@ -6,7 +6,10 @@
  *   answers from a solver (BFS for FrozenLake and Sokoban) instead of a model; a share of
  *   the moves is random (on FrozenLake optionally only safe moves, never into a hole), and
  *   on FrozenLake a share of the episodes can come from a careless solver blind to holes,
- *   so demonstrations can be imperfect on purpose.
+ *   so demonstrations can be imperfect on purpose. Under the thinking formats the solver
+ *   writes its reasoning too (reasoning.ts): `free_think` its plan, Sokoban's world-model
+ *   formats the state it sees and the state its moves lead to, from the true state, with
+ *   `state_noise_prob` of the stated objects misplaced.
  * - Eval episodes: the folders `vagen eval` writes (messages.json with its PNGs, and
  *   metrics.json for the outcome).
  *
@@ -21,7 +24,11 @@ import { FrozenLakeEnv } from "../../envs/frozenlake/env.ts";
 import { moveFrom } from "../../envs/frozenlake/dynamics.ts";
 import { FL_ACTIONS, shortestPath } from "../../envs/frozenlake/map.ts";
 import { SokobanEnv } from "../../envs/sokoban/env.ts";
-import { ACTIONS as SOKOBAN_ACTIONS } from "../../envs/sokoban/room.ts";
+import { allBoxesOnTarget, applyMove } from "../../envs/sokoban/dynamics.ts";
+import { sokobanGridState } from "../../envs/sokoban/ground-truth.ts";
+import { ACTIONS as SOKOBAN_ACTIONS, cloneRoom, playerIndex, type SokobanAction, type SokobanRoom } from "../../envs/sokoban/room.ts";
+import { isWmFormat } from "../../envs/_common/parsers.ts";
+import type { GridState } from "../../envs/_common/state.ts";
 import { shortestSolution } from "../../envs/sokoban/solver.ts";
 import type { Completion, InferenceClient } from "../clients/types.ts";
 import type { ChatMessage, ContentPart } from "../core/chat.ts";
@@ -31,6 +38,7 @@ import { observationToMessage, reportedSuccess } from "../harness/observation.ts
 import { createHarness } from "../harness/registry.ts";
 import { readPng } from "../models/image-io.ts";
 import { frozenLakeOnlyProblem, type SolverDataConfig } from "./config.ts";
+import { solverReply } from "./reasoning.ts";
 
 /** One episode as the agent lived it. `observations.length` is `replies.length + 1`. */
 export interface Episode {
@@ -51,6 +59,8 @@ interface SolverEnv {
   actions: readonly string[];
   /** The moves from the current state onto ice or the goal (FrozenLake only). */
   safeActions?: () => string[];
+  /** The true state now and after `moves` (Sokoban only: what the world-model formats state). */
+  states?: (moves: readonly string[]) => { before: GridState; after: GridState };
 }
 
 function solverEnv(config: SolverDataConfig, careless: boolean): SolverEnv {
@@ -78,17 +88,35 @@ function solverEnv(config: SolverDataConfig, careless: boolean): SolverEnv {
     const room = env.currentRoom;
     return room ? (shortestSolution(room, 100, 50_000) ?? []) : [];
   };
-  return { env, planner, actions: SOKOBAN_ACTIONS };
+  const states = (moves: readonly string[]) => {
+    const room = env.currentRoom;
+    if (!room) throw new Error("Sokoban solver: no room (reset first)");
+    return { before: sokobanGridState(room), after: sokobanGridState(afterMoves(room, moves)) };
+  };
+  return { env, planner, actions: SOKOBAN_ACTIONS, states };
 }
 
-/** `right` -> `Right`, the way the envs' prompts spell actions. */
-function actionWord(action: string): string {
-  return action.charAt(0).toUpperCase() + action.slice(1);
+/** A copy of `room` after `moves`, run as the env runs a turn's actions: stopping once solved. */
+function afterMoves(room: SokobanRoom, moves: readonly string[]): SokobanRoom {
+  const next = cloneRoom(room);
+  for (const move of moves) {
+    applyMove(next, playerIndex(next), move as SokobanAction);
+    if (allBoxesOnTarget(next)) break;
+  }
+  return next;
 }
+
+/** The prompt formats whose reasoning the solver writes, per env (the rest answer only). */
+const ANSWER_FORMATS = ["no_think", "eval_mode"];
+const SOLVER_FORMATS: Record<SolverDataConfig["env"], readonly string[]> = {
+  FrozenLake: [...ANSWER_FORMATS, "free_think"],
+  Sokoban: [...ANSWER_FORMATS, "free_think", "wm", "wm_think", "free_wm"],
+};
 
 /**
  * A client that plays the solver's moves: each answer is `<answer>A,B</answer>` with up to
- * `actions_per_turn` moves, each replaced by a random one with `random_action_prob`.
+ * `actions_per_turn` moves, each replaced by a random one with `random_action_prob`, after
+ * the format's reasoning (reasoning.ts), written from the plan and the true state.
  */
 class SolverClient implements InferenceClient {
   readonly description = "solver";
@@ -96,8 +124,11 @@ class SolverClient implements InferenceClient {
   constructor(
     private readonly solver: SolverEnv,
     private readonly config: SolverDataConfig,
+    private readonly format: string,
     private readonly separator: string,
     private readonly rng: Rng,
+    /** Its own stream, so the noise of descriptions leaves the moves' draws alone. */
+    private readonly noiseRng: Rng,
   ) {}
 
   async create(): Promise<Completion> {
@@ -111,7 +142,8 @@ class SolverClient implements InferenceClient {
       moves.push(random ? this.randomMove() : planned!);
       if (random) break;
     }
-    const text = `<answer>${moves.map(actionWord).join(this.separator)}</answer>`;
+    const states = isWmFormat(this.format) ? this.solver.states?.(moves) : undefined;
+    const text = solverReply(this.format, { moves, separator: this.separator, plan, ...states }, this.config.state_noise_prob ?? 0, this.noiseRng);
     return { text, finishReason: "stop", usage: { promptTokens: 0, completionTokens: 0 } };
   }
 
@@ -137,19 +169,24 @@ export async function solverEpisodes(config: SolverDataConfig, opts: { seed: num
   const rng = new Rng(opts.seed, 7);
   // Its own stream, so adding careless episodes leaves the random moves' draws alone.
   const carelessRng = new Rng(opts.seed, 8);
+  const noiseRng = new Rng(opts.seed, 9);
   for (let i = 0; i < config.episodes; i++) {
     const careless = config.careless_episode_prob > 0 && carelessRng.next() < config.careless_episode_prob;
     const solver = solverEnv(config, careless);
     const envConfig = (solver.env as FrozenLakeEnv | SokobanEnv).config;
     const format = String(envConfig.prompt_format);
-    if (!["no_think", "eval_mode"].includes(format)) {
+    const formats = SOLVER_FORMATS[config.env];
+    if (!formats.includes(format)) {
       throw new VagenError(
-        `data.solver.config.prompt_format: got "${format}", expected no_think or eval_mode`,
-        "solver demonstrations are answers only (<answer>...</answer>); they write no reasoning for the thinking formats",
+        `data.solver.config.prompt_format: got "${format}", expected one of ${formats.join(", ")} for ${config.env}`,
+        "the solver writes answers, free_think plans and (Sokoban) world-model descriptions; not the paper's formats",
       );
     }
+    if ((config.state_noise_prob ?? 0) > 0 && !isWmFormat(format)) {
+      throw new VagenError(`data.solver.state_noise_prob: got ${config.state_noise_prob} under prompt_format "${format}", expected 0 (only the wm formats state positions)`);
+    }
     const seed = config.seed_start + i;
-    const client = new SolverClient(solver, config, String(envConfig.action_sep), rng);
+    const client = new SolverClient(solver, config, format, String(envConfig.action_sep), rng, noiseRng);
     const record = await harness.runEpisode({ env: solver.env, client, seed, maxTurns: config.max_turns, sampling: {} });
     await solver.env.close();
     if (record.error) throw new VagenError(`${config.env} seed ${seed}: the solver episode ended in an error: ${record.error.message}`);

@@ -7,8 +7,9 @@
 import { describe, expect, test } from "bun:test";
 import * as v from "valibot";
 import { OBSERVATION_ONLY_HARNESS } from "../../src/harness/observation-only.ts";
-import { CPU_RECIPE, CUDA_RECIPE, demoRecipe, sftConfig, trainConfig } from "../../src/demo/recipe.ts";
-import { demoTask } from "../../src/demo/task.ts";
+import { CPU_RECIPE, CUDA_RECIPE, demoRecipe, SOKOBAN_CPU_RECIPE, SOKOBAN_CUDA_RECIPE, sftConfig, trainConfig } from "../../src/demo/recipe.ts";
+import { demoTask, DEMO_FORMATS } from "../../src/demo/task.ts";
+import { SokobanEnv } from "../../envs/sokoban/env.ts";
 import { checkSftConfig, SftConfig } from "../../src/sft/config.ts";
 import { checkTrainConfig } from "../../src/training/config.ts";
 import { createHarness } from "../../src/harness/registry.ts";
@@ -21,6 +22,8 @@ describe("demo recipe", () => {
   test("the device picks the recipe", () => {
     expect(demoRecipe("cpu")).toBe(CPU_RECIPE);
     expect(demoRecipe("cuda:1")).toBe(CUDA_RECIPE);
+    expect(demoRecipe("cpu", "sokoban")).toBe(SOKOBAN_CPU_RECIPE);
+    expect(demoRecipe("cuda", "sokoban")).toBe(SOKOBAN_CUDA_RECIPE);
   });
 
   test("each FrozenLake task's board render is resized to 28 px a cell: one merged image token per cell", async () => {
@@ -58,5 +61,36 @@ describe("demo recipe", () => {
       expect(hi! < vlo! || vhi! < lo!).toBe(true);
       expect(task.sftSeedStart > hi! && task.sftSeedStart + CPU_RECIPE.sftEpisodes < vlo!).toBe(true);
     });
+  }
+
+  test("a Sokoban room's render is resized to 14 px a cell: one vision patch per cell, 2 x 2 cells per merged token", async () => {
+    const task = demoTask("sokoban", "vision", undefined, { levels: SOKOBAN_CPU_RECIPE.sokobanLevels });
+    const image = (await new SokobanEnv(task.envConfig).reset(0)).obs.images[0]!;
+    expect([image.height, image.width]).toEqual([96, 96]);
+    expect(smartResize(image.height, image.width, 28, task.minPixels, task.maxPixels)).toEqual([84, 84]);
+  });
+
+  for (const format of DEMO_FORMATS) {
+    for (const [device, recipe] of [["cpu", SOKOBAN_CPU_RECIPE], ["cuda", SOKOBAN_CUDA_RECIPE]] as const) {
+      const algorithm = format === "wm" ? "bi_level" : "gigpo";
+      test(`Sokoban (${format}, ${device}): the phases are a valid sft config and a train config (${algorithm}) that passes the trainer's checks`, async () => {
+        const task = demoTask("sokoban", "vision", undefined, { levels: recipe.sokobanLevels, format, maxTurns: recipe.sokobanMaxTurns });
+        const sft = checkSftConfig(v.parse(SftConfig, sftConfig(task, recipe, { baseModelDir: "base", outputDir: "sft", seed: 0, device })));
+        expect(sft.data.solver!.config.prompt_format).toBe(format === "answer" ? "no_think" : format);
+        // Only the world-model format states positions, so only it has noise to set.
+        expect(sft.data.solver!.state_noise_prob).toBe(format === "wm" ? recipe.sftStateNoiseProb! : 0);
+        const checked = checkTrainConfig(trainConfig(task, recipe, { modelDir: "sft", outputDir: "run", seed: 0, device, steps: 5, algorithm }), "demo");
+        expect(checked.useCritic).toBe(format === "wm");
+        const env = checked.config.data.train.sokoban!;
+        expect(env.max_turns).toBe(recipe.sokobanMaxTurns!);
+        if (format === "wm") {
+          // Both world-model sections are rewarded, by the env's exact reader (no judge).
+          expect(env.config.state_reward).toMatchObject({ state_estimation: { enable: true }, transition_prediction: { enable: true }, scorer: "exact" });
+          expect(checked.config.algorithm.adv_estimator).toBe("bi_level_gae");
+        } else {
+          expect(env.config.state_reward).toBeUndefined();
+        }
+      });
+    }
   }
 });

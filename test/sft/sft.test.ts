@@ -65,6 +65,7 @@ describe("config", () => {
     expect(() => loadSftConfig(file, ["data.solver.env=Sokoban", "data.solver.careless_episode_prob=0.5"])).toThrow(/data\.solver\.careless_episode_prob.*only FrozenLake/);
     expect(() => loadSftConfig(file, ["data.solver.env=Sokoban", "data.solver.random_moves=safe"])).toThrow(/data\.solver\.random_moves.*only FrozenLake/);
     expect(() => loadSftConfig(file, ["data.solver.random_moves=sure"])).toThrow(/random_moves/);
+    expect(() => loadSftConfig(file, ["data.solver.state_noise_prob=1.5"])).toThrow(/data\.solver\.state_noise_prob/);
     expect(() => loadSftConfig(write({ ...base, data: {} }), [])).toThrow(/key "data": no trajectories/);
     expect(() => loadSftConfig(file, ["train.batch_size=16", "train.micro_batch_size=5"])).toThrow(/train\.micro_batch_size/);
   });

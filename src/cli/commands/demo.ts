@@ -9,6 +9,7 @@ import type { Command } from "commander";
 import * as torch from "../../torch/index.ts";
 import { join } from "node:path";
 import { runDemo, type DemoEvent, type DemoSummary } from "../../demo/demo.ts";
+import { DEMO_FORMATS } from "../../demo/task.ts";
 import { VagenError } from "../../core/errors.ts";
 import type { TrainEventListener } from "../../training/events.ts";
 import { startTrainDashboard, type TrainDashboard } from "../../tui/train-dashboard.ts";
@@ -23,6 +24,7 @@ const INTERRUPTED_EXIT = 130;
 interface DemoFlags {
   env: string;
   render: string;
+  format: string;
   algorithm: string;
   steps?: number;
   seed: number;
@@ -39,7 +41,8 @@ export function register(program: Command): void {
     .description("watch an agent learn in minutes on a CPU: a small Qwen2.5-VL-architecture policy, supervised warm start, then RL, then validation on held-out boards")
     .option("--env <name>", "frozenlake or sokoban", "frozenlake")
     .option("--render <mode>", "what the policy sees: vision (images) or text (a character grid)", "vision")
-    .option("--algorithm <name>", "gigpo (per-turn credit), grpo (the episode's outcome on every turn), or ppo (with a critic)", "gigpo")
+    .option("--format <name>", "what the policy writes: answer, free_think (a plan first) or wm (Sokoban: the state seen and the state after the move, with state rewards)", "answer")
+    .option("--algorithm <name>", "gigpo (per-turn credit), grpo (the episode's outcome on every turn), ppo (with a critic), or bi_level (a critic and bi-level GAE)", "gigpo")
     .option("--steps <n>", "RL steps (default: the recipe's)", integerFlag("steps", { min: 1 }))
     .option("--seed <n>", "seed of the policy's initialisation, the data and the sampling", integerFlag("seed", { min: 0 }), 0)
     .option("--device <device>", "cpu, or cuda (a bigger recipe)", "cpu")
@@ -68,7 +71,9 @@ function pick<T extends string>(flag: string, value: string, allowed: readonly T
 async function demoCommand(opts: DemoFlags): Promise<number> {
   const env = pick("env", opts.env, ["frozenlake", "sokoban"] as const);
   const render = pick("render", opts.render, ["vision", "text"] as const);
-  const algorithm = pick("algorithm", opts.algorithm, ["gigpo", "grpo", "ppo"] as const);
+  const format = pick("format", opts.format, DEMO_FORMATS);
+  if (format === "wm" && env !== "sokoban") throw new VagenError(`--format wm: only with --env sokoban (FrozenLake's demo has no world-model demonstrations)`);
+  const algorithm = pick("algorithm", opts.algorithm, ["gigpo", "grpo", "ppo", "bi_level"] as const);
   if (!/^(cpu|cuda(:\d+)?)$/.test(opts.device)) throw new VagenError(`--device: got ${JSON.stringify(opts.device)}, expected cpu, cuda or cuda:N`);
   // Checked before anything is built or written: no run folder is left behind for a device that is not there.
   if (opts.device !== "cpu") {
@@ -82,7 +87,7 @@ async function demoCommand(opts: DemoFlags): Promise<number> {
     }
   }
   const stamp = new Date().toISOString().replace(/[:.]/g, "-").slice(0, 19);
-  const runDir = opts.out ?? join("runs", "demo", `${env}-${render}-${stamp}`);
+  const runDir = opts.out ?? join("runs", "demo", `${env}-${render}${format === "answer" ? "" : `-${format}`}-${stamp}`);
 
   const say = (line: string) => process.stderr.write(`${line}\n`);
   const lines = trainLogRenderer(process.stderr);
@@ -125,7 +130,7 @@ async function demoCommand(opts: DemoFlags): Promise<number> {
   let saidSummary = false;
   let summary: DemoSummary;
   try {
-    summary = await runDemo({ env, render, algorithm, steps: opts.steps, seed: opts.seed, device: opts.device, runDir, signal: controller.signal }, onEvent);
+    summary = await runDemo({ env, render, format, algorithm, steps: opts.steps, seed: opts.seed, device: opts.device, runDir, signal: controller.signal }, onEvent);
   } finally {
     await dashboard?.close();
     process.off("SIGINT", onSigint);
