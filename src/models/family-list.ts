@@ -22,7 +22,7 @@ export type ModelAdapter = Exclude<(typeof MODEL_ADAPTERS)[number], "auto">;
 export const MODEL_FAMILIES: readonly FamilyDescription[] = [
   { modelType: "qwen2_5_vl", name: "Qwen2.5-VL", inputs: "text and images", parity: "3B shapes on an H200, f32 and bf16; tiny fixture in CI", adapter: "qwen" },
   { modelType: "qwen3", name: "Qwen3 (dense)", inputs: "text", parity: "0.6B shapes on an H200, f32 and bf16; tiny fixture in CI", adapter: "qwen" },
-  { modelType: "qwen3_vl", name: "Qwen3-VL (dense)", inputs: "text and images", parity: "tiny fixture in CI", adapter: "qwen" },
-  { modelType: "internvl", name: "InternVL3.5", inputs: "text and images", parity: "tiny fixture in CI", adapter: "internvl" },
-  { modelType: "glm4v", name: "GLM-4V (GLM-4.1V, GLM-4.6V-Flash)", inputs: "text and images", parity: "tiny fixture in CI", adapter: "glm" },
+  { modelType: "qwen3_vl", name: "Qwen3-VL (dense)", inputs: "text and images", parity: "2B shapes on an H200, f32 and bf16; tiny fixture in CI", adapter: "qwen" },
+  { modelType: "internvl", name: "InternVL3.5", inputs: "text and images", parity: "1B shapes on an H200, f32 and bf16; tiny fixture in CI", adapter: "internvl" },
+  { modelType: "glm4v", name: "GLM-4V (GLM-4.1V, GLM-4.6V-Flash)", inputs: "text and images", parity: "GLM-4.6V-Flash (9B) shapes on an H200, f32 and bf16; tiny fixture in CI", adapter: "glm" },
 ];
