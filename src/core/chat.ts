@@ -42,3 +42,10 @@ export function imagesOnly(message: ChatMessage): ChatMessage {
 export function messageText(message: ChatMessage): string {
   return message.content.map((p) => (p.type === "text" ? p.text : "")).join("");
 }
+
+/**
+ * VAGEN's chat-template keyword arguments (vagen_multiturn.yaml's
+ * data.apply_chat_template_kwargs): Qwen3's thinking mode off; templates that do not read
+ * the variable ignore it. The default of `vagen train`'s and `vagen sft`'s key.
+ */
+export const VAGEN_CHAT_TEMPLATE_KWARGS: Readonly<Record<string, unknown>> = { enable_thinking: false };

@@ -90,6 +90,11 @@ export const SftDataConfig = v.strictObject({
   eval_dirs: v.optional(v.array(v.pipe(v.string(), v.minLength(1))), []),
   /** Keep only episodes that reached success (eval outputs and solver episodes alike). */
   only_success: v.optional(v.boolean(), true),
+  /**
+   * Keyword arguments of every chat-template rendering, as `vagen train`'s key of the same
+   * name (unset: VAGEN's `{enable_thinking: false}`, so a warm start renders as the RL run after it).
+   */
+  apply_chat_template_kwargs: v.optional(v.record(v.string(), v.unknown())),
 });
 export type SftDataConfig = v.InferOutput<typeof SftDataConfig>;
 

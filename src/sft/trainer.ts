@@ -20,13 +20,14 @@ import { VagenError } from "../core/errors.ts";
 import { Rng } from "../core/rng.ts";
 import { resolveDevice } from "../engine/load.ts";
 import type { ConversationRecord } from "../models/conversation.ts";
-import { loadModelFamily } from "../models/index.ts";
+import { loadModelFamily, type LoadModelOptions } from "../models/index.ts";
 import { removeStaleCheckpointTemporaries } from "../training/checkpoint.ts";
 import { loraSettingsOf } from "../training/lora-config.ts";
 import { attachNewAdapter, releaseAdapter } from "../training/lora.ts";
 import { TrainingModel } from "../training/forward.ts";
 import { trainableWeights } from "../training/update.ts";
 import { saveSftCheckpoint, writeFinalModel, writeSftConfig } from "./checkpoint.ts";
+import { VAGEN_CHAT_TEMPLATE_KWARGS } from "../core/chat.ts";
 import type { SftConfig } from "./config.ts";
 import { evalEpisodes, solverEpisodes, type Episode } from "./episodes.ts";
 import { batchLoss } from "./loss.ts";
@@ -77,7 +78,7 @@ export async function runSft(config: SftConfig, onEvent: (event: SftEvent) => vo
   const checkpointRoot = join(config.output_dir, "checkpoints");
   removeStaleCheckpointTemporaries(checkpointRoot);
   writeSftConfig(config);
-  const family = loadModelFamily(config.model_dir, { device: resolveDevice(config.device), dtype: config.dtype });
+  const family = loadModelFamily(config.model_dir, sftLoadOptions(config));
   // With LoRA only the adapter trains and checkpoints; final/ is the merged model.
   const lora = loraSettingsOf(config.train, config.seed);
   const model = new TrainingModel(family, lora && { train: attachNewAdapter(family, lora) });
@@ -223,4 +224,9 @@ function clippedNorm(params: readonly Tensor[], maxNorm: number): number {
   const value = norm.item();
   norm.dispose();
   return value;
+}
+
+/** How `vagen sft` loads its model: the config's device and dtype, and its chat-template arguments (VAGEN's by default). */
+export function sftLoadOptions(config: Pick<SftConfig, "device" | "dtype" | "data">): LoadModelOptions {
+  return { device: resolveDevice(config.device), dtype: config.dtype, chatTemplateVariables: config.data.apply_chat_template_kwargs ?? VAGEN_CHAT_TEMPLATE_KWARGS };
 }

@@ -24,6 +24,7 @@
  * schema, the checks across keys (batch divisibility, response lengths, the estimator
  * against the critic and the harness), and each env's own config.
  */
+import { VAGEN_CHAT_TEMPLATE_KWARGS } from "../core/chat.ts";
 import { MODEL_ADAPTERS } from "../models/family-list.ts";
 import * as v from "valibot";
 import { createEnv, isImportPath as isEnvImportPath } from "../../envs/registry.ts";
@@ -114,7 +115,7 @@ export const DataSection = v.strictObject({
    * Keyword arguments of every chat-template rendering (transformers' apply_chat_template):
    * VAGEN's default turns Qwen3's thinking mode off; templates without the variable ignore it.
    */
-  apply_chat_template_kwargs: v.optional(v.record(v.string(), v.unknown()), { enable_thinking: false }),
+  apply_chat_template_kwargs: v.optional(v.record(v.string(), v.unknown()), () => ({ ...VAGEN_CHAT_TEMPLATE_KWARGS })),
   /** Env specs keyed by a tag (metrics: `train/<tag>/success_rate`); the order of the keys is the spec order. */
   train: v.pipe(v.record(EnvTag, TrainEnvSpec), v.check((r) => Object.keys(r).length > 0, "at least one env")),
   val: v.optional(v.record(EnvTag, TrainEnvSpec), {}),

@@ -6,6 +6,8 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { loadEngine } from "../../src/engine/load.ts";
+import { loadModelFamily } from "../../src/models/index.ts";
+import { sftLoadOptions } from "../../src/sft/trainer.ts";
 import { loadTrainConfig } from "../../src/training/config.ts";
 import { disposeModels, loadModels } from "../../src/training/models.ts";
 import { refsJson } from "../models/fixture.ts";
@@ -59,5 +61,21 @@ describe("trainer.model_adapter (VAGEN's key)", () => {
     const { config } = await loadTrainConfig(CONFIG, [...qwen3, "trainer.model_adapter=glm"]);
     expect(() => loadModels(config, false, false)).toThrow(`key "trainer.model_adapter": got "glm", but ${QWEN3_DIR} is qwen3 (adapter qwen)`);
     await expect(loadTrainConfig(CONFIG, [...qwen3, "trainer.model_adapter=llama"])).rejects.toThrow(/trainer\.model_adapter/);
+  });
+});
+
+describe("vagen sft's data.apply_chat_template_kwargs", () => {
+  test("unset: VAGEN's enable_thinking false, as the RL run after it; {} the template's own defaults", () => {
+    const config = { device: "cpu", dtype: "f32" as const, data: { layout: "no_concat" as const, eval_dirs: [], only_success: true } };
+    const render = (opts: ReturnType<typeof sftLoadOptions>, text: string) => {
+      const family = loadModelFamily(QWEN3_DIR, opts);
+      try {
+        return family.buildPrompt(user(text)).tokenIds;
+      } finally {
+        family.dispose();
+      }
+    };
+    expect(render(sftLoadOptions(config), "Count to five.")).toEqual(refs.cases.no_think!.input_ids!);
+    expect(render(sftLoadOptions({ ...config, data: { ...config.data, apply_chat_template_kwargs: {} } }), "Describe a sunny day.")).toEqual(refs.cases.single!.input_ids!);
   });
 });
