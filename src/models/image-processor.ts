@@ -234,3 +234,26 @@ function patchify(planes: Float32Array, width: number, height: number, opts: Ima
   }
   return out;
 }
+
+/**
+ * Each row of a training batch must hold exactly its own images' merged-token count of
+ * image ids: the vision features land in batch order, so a row with too many or too few
+ * would take another row's features. `grids` are every image's (t, h, w), in batch order.
+ */
+export function checkRowImageTokens(
+  batch: { inputIds: readonly (readonly number[])[]; images: readonly (readonly unknown[])[] },
+  grids: readonly (readonly number[])[],
+  imageTokenId: number,
+  mergeSize: number,
+): void {
+  let next = 0;
+  batch.inputIds.forEach((ids, b) => {
+    const tokens = ids.reduce((n, id) => n + (id === imageTokenId ? 1 : 0), 0);
+    const rowGrids = grids.slice(next, next + batch.images[b]!.length);
+    next += rowGrids.length;
+    const expected = rowGrids.reduce((n, g) => n + mergedTokenCount(g, mergeSize), 0);
+    if (tokens !== expected) {
+      throw new VagenError(`training batch row ${b}: ${tokens} image token(s), but its ${rowGrids.length} image(s) make ${expected}`);
+    }
+  });
+}

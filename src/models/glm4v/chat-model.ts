@@ -25,7 +25,7 @@ import type { ConversationCodec } from "../conversation.ts";
 import { chatEosTokenIds, generationEosTokenIds } from "../eos.ts";
 import type { LoadModelOptions, ModelFamily, ModelSpec, TrainingBatch, TrainingForwardOptions } from "../family.ts";
 import { imageKey } from "../image-key.ts";
-import { imageProcessorOptions, mergedTokenCount, PreprocessorConfigSchema, type ImageProcessorOptions } from "../image-processor.ts";
+import { checkRowImageTokens, imageProcessorOptions, mergedTokenCount, PreprocessorConfigSchema, type ImageProcessorOptions } from "../image-processor.ts";
 import type { Prompt, PromptImage } from "../prompt.ts";
 import { readJson, TextTokenizer } from "../tokenizer.ts";
 import { Glm4vConversationCodec } from "./conversation-codec.ts";
@@ -225,7 +225,7 @@ export class Glm4vChatModel implements ModelFamily {
     const images = batch.images.flat();
     // A training step forwards the same images several times: their patches are made once.
     const processed = images.length > 0 ? processGlm4vImagesCached(images, this.imageOptions) : undefined;
-    this.checkRowImages(batch, processed?.gridThw ?? []);
+    checkRowImageTokens(batch, processed?.gridThw ?? [], this.model.config.imageTokenId, this.imageOptions.mergeSize);
     return torch.tidy(() =>
       this.model.forwardBatch(
         {
@@ -239,20 +239,6 @@ export class Glm4vChatModel implements ModelFamily {
     );
   }
 
-  /** Each row's image tokens must be its own images' (features land in batch order). */
-  private checkRowImages(batch: TrainingBatch, grids: readonly (readonly number[])[]): void {
-    const imageId = this.model.config.imageTokenId;
-    let next = 0;
-    batch.inputIds.forEach((ids, b) => {
-      const tokens = ids.reduce((n, id) => n + (id === imageId ? 1 : 0), 0);
-      const rowGrids = grids.slice(next, next + batch.images[b]!.length);
-      next += rowGrids.length;
-      const expected = rowGrids.reduce((n, g) => n + mergedTokenCount(g, this.imageOptions.mergeSize), 0);
-      if (tokens !== expected) {
-        throw new VagenError(`training batch row ${b}: ${tokens} image token(s), but its ${rowGrids.length} image(s) make ${expected}`);
-      }
-    });
-  }
 
   isVisionWeight(name: string): boolean {
     return isGlm4vVisionWeight(name);

@@ -26,7 +26,7 @@ import { chatEosTokenIds, generationEosTokenIds } from "../eos.ts";
 import {
   DEFAULT_IMAGE_PROCESSOR,
   imageProcessorOptions,
-  mergedTokenCount,
+  checkRowImageTokens,
   PreprocessorConfigSchema,
   processImages,
   type ImageProcessorOptions,
@@ -182,7 +182,7 @@ export class Qwen25VLChatModel implements ModelFamily {
     const images = batch.images.flat();
     // A training step forwards the same images several times: their patches are made once.
     const processed = images.length > 0 ? processImagesCached(images, this.imageOptions) : undefined;
-    this.checkRowImages(batch, processed?.gridThw ?? []);
+    checkRowImageTokens(batch, processed?.gridThw ?? [], this.model.config.imageTokenId, this.imageOptions.mergeSize);
     return torch.tidy(() => {
       const out = this.model.forwardBatch(
         {
@@ -197,23 +197,6 @@ export class Qwen25VLChatModel implements ModelFamily {
     });
   }
 
-  /**
-   * Each row's image tokens must be its own images' (the forward merges features in batch
-   * order, so images given to the wrong row would land in another row's placeholders).
-   */
-  private checkRowImages(batch: TrainingBatch, grids: readonly (readonly number[])[]): void {
-    const imageId = this.model.config.imageTokenId;
-    let next = 0;
-    batch.inputIds.forEach((ids, b) => {
-      const tokens = ids.reduce((n, id) => n + (id === imageId ? 1 : 0), 0);
-      const rowGrids = grids.slice(next, next + batch.images[b]!.length);
-      next += rowGrids.length;
-      const expected = rowGrids.reduce((n, g) => n + mergedTokenCount(g, this.imageOptions.mergeSize), 0);
-      if (tokens !== expected) {
-        throw new VagenError(`training batch row ${b}: ${tokens} image token(s), but its ${rowGrids.length} image(s) make ${expected}`);
-      }
-    });
-  }
 
   isVisionWeight(name: string): boolean {
     return isQwen25VLVisionWeight(name);
