@@ -23,8 +23,8 @@ function args(dir: string, extra: string[] = []): string[] {
 /** 2 ranks, buckets of 0.1 MiB: the tiny fixture's 0.8 MB of weights in several buckets. */
 const TWO = ["trainer.n_gpus_per_node=2", "trainer.dist_timeout_s=60", "trainer.ddp_bucket_mb=0.1"];
 
-/** data-parallel.test.ts's tolerances: a hundredth of one step's lr after step 1, 1e-3 after step 2 (Adam turns summation-order bits of near-zero gradients into updates). */
-const WEIGHT_TOLERANCE: Record<number, number> = { 1: 1e-4, 2: 1e-3 };
+/** data-parallel.test.ts's tolerances: 1e-3 after steps 1 and 2, a tenth of one step's lr (Adam turns summation-order bits of near-zero gradients into updates). */
+const WEIGHT_TOLERANCE: Record<number, number> = { 1: 1e-3, 2: 1e-3 };
 
 async function run(cmd: string[]): Promise<{ code: number; stderr: string }> {
   const child = spawn(cmd, { stdout: "ignore", stderr: "pipe", env: { ...process.env, OMP_NUM_THREADS: "1" } });
