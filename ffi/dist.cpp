@@ -10,10 +10,11 @@
 //   * The c10d API moved between 1.13 and 2.x: collectives live on ProcessGroup in 1.13
 //     and on Backend (which ProcessGroupGloo/NCCL derive from) in 2.x. Both have the same
 //     virtual collective signatures, so one alias (Group) covers both.
-//   * Gloo's headers: pip torch installs them with its own (include/gloo), Debian in
-//     libgloo-dev, which libtorch-dev does not pull in, although its
-//     ProcessGroupGloo.hpp includes them. With them, the real header is used. Without
-//     them, on 1.13 only, the few declarations the shim calls are written out below with
+//   * Gloo's headers: ProcessGroupGloo.hpp includes them, but neither pip torch nor
+//     Debian's libtorch-dev ships them (Debian has them in libgloo-dev; a build points
+//     VAGEN_GLOO_INCLUDE at any other copy, src/shim/compile.ts). Only declarations are
+//     used (no Gloo type is held by value), so Gloo's own version hardly matters. With
+//     them, the real header is used. Without them, on 1.13 only, the few declarations the shim calls are written out below with
 //     the class's exact 1.13 data layout (checked by static_assert against the sizes the
 //     real header gives); nothing else of Gloo is touched from here. VAGEN_GLOO=0 and
 //     VAGEN_NCCL=0 at build time leave either backend out (src/shim/compile.ts).
@@ -21,6 +22,8 @@
 //     hooks the autograd engine, which runs on its own threads, and launches bucketed
 //     all-reduces while the backward pass goes on (as c10d's Reducer does for DDP); its
 //     finish call is the blocking wait.
+//   * Gloo reduces host memory: on a Gloo group, CUDA tensors (ranks that share one GPU,
+//     which NCCL refuses) are copied to the host for the collective and back after it.
 //   * ReduceOp codes: 0 sum, 1 avg, 2 max, 3 min. Gloo has no avg: it sums, then divides
 //     by the group size. Gloo has no reduce_scatter in 1.13, so on Gloo it is always an
 //     all_reduce of the concatenated inputs that keeps this rank's chunk.
@@ -204,8 +207,18 @@ void finish_avg(const DistGroup& g, int32_t op, at::Tensor& t) {
   if (op == 1 && !native_avg(g)) t.div_(static_cast<double>(g.size));
 }
 
+// Gloo works on host memory: a CUDA tensor on a Gloo group (ranks that share a GPU,
+// which NCCL refuses) travels through a host copy.
+bool via_host(const DistGroup& g, const at::Tensor& t) { return g.backend == kGloo && !t.is_cpu(); }
+
 // All-reduce of one contiguous tensor, in place.
 void all_reduce_contiguous(DistGroup& g, at::Tensor& t, int32_t op) {
+  if (via_host(g, t)) {
+    at::Tensor host = t.cpu();
+    all_reduce_contiguous(g, host, op);
+    t.copy_(host);
+    return;
+  }
   std::vector<at::Tensor> tensors{t};
   c10d::AllreduceOptions opts;
   opts.reduceOp = reduce_op(op, native_avg(g));
@@ -463,13 +476,18 @@ VT_API int32_t vt_dist_all_reduce_coalesced(void* group, const double* handles, 
 VT_API int32_t vt_dist_all_gather(void* group, void* tensor, double* out) {
   VT_TRY
   auto& g = group_of(group);
-  std::vector<at::Tensor> inputs{T(tensor).contiguous()};
+  const at::Tensor& given = T(tensor);
+  const bool host = via_host(g, given);
+  std::vector<at::Tensor> inputs{host ? given.cpu().contiguous() : given.contiguous()};
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int32_t r = 0; r < g.size; r++) outputs[0].push_back(at::empty_like(inputs[0], at::MemoryFormat::Contiguous));
   c10d::AllgatherOptions opts;
   opts.timeout = g.timeout;
   wait(g, g.pg->allgather(outputs, inputs, opts));
-  for (int32_t r = 0; r < g.size; r++) out[r] = vt::wrap(outputs[0][static_cast<size_t>(r)]);
+  for (int32_t r = 0; r < g.size; r++) {
+    const at::Tensor& o = outputs[0][static_cast<size_t>(r)];
+    out[r] = vt::wrap(host ? o.to(given.device()) : o);
+  }
   VT_CATCH
 }
 
@@ -479,13 +497,15 @@ VT_API int32_t vt_dist_broadcast(void* group, void* tensor, int32_t root) {
   auto& g = group_of(group);
   TORCH_CHECK(root >= 0 && root < g.size, "broadcast root ", root, " is outside the group of ", g.size);
   at::Tensor& t = T(tensor);
-  in_place(t, [&](at::Tensor& c) {
+  in_place(t, [&](at::Tensor& given) {
+    at::Tensor c = via_host(g, given) ? given.cpu() : given;
     std::vector<at::Tensor> tensors{c};
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
     opts.rootTensor = 0;
     opts.timeout = g.timeout;
     wait(g, g.pg->broadcast(tensors, opts));
+    if (!c.is_same(given)) given.copy_(c);
   });
   VT_CATCH
 }
@@ -614,6 +634,8 @@ struct GradReducer {
         flat.push_back(g.defined() ? g.reshape({-1}) : at::zeros({params[m].numel()}, first.options()));
       }
       b.buffer = at::cat(flat);
+      // Gloo over CUDA gradients (ranks sharing a GPU): the bucket is summed in host memory.
+      if (via_host(group, b.buffer)) b.buffer = b.buffer.cpu();
       for (size_t m : b.members) {
         if (!keep[m]) params[m].mutable_grad().reset();
       }

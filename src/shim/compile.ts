@@ -144,6 +144,10 @@ function cxxFlags(lt: Libtorch, tc: Toolchain, sourceDir: string): string[] {
   // ffi/dist.cpp's process-group backends: VAGEN_GLOO=0 leaves Gloo out (a libtorch
   // whose Gloo headers do not compile), ncclInclude brings NCCL in.
   if (process.env.VAGEN_GLOO === "0") flags.push("-DVAGEN_NO_GLOO=1");
+  // Gloo's own headers, which ProcessGroupGloo.hpp includes and no libtorch ships (Debian:
+  // libgloo-dev in /usr/include): elsewhere, VAGEN_GLOO_INCLUDE names the folder holding gloo/.
+  const glooInclude = process.env.VAGEN_GLOO_INCLUDE;
+  if (glooInclude && existsSync(join(glooInclude, "gloo", "algorithm.h"))) flags.push(`-I${glooInclude}`);
   if (tc.cudaInclude && tc.ncclInclude) {
     flags.push("-DVAGEN_WITH_NCCL=1");
     if (!lt.includeDirs.includes(tc.ncclInclude) && tc.ncclInclude !== "/usr/include") flags.push(`-I${tc.ncclInclude}`);

@@ -291,6 +291,12 @@ export const TrainerSection = v.strictObject({
    * after a mini-batch's last backward.
    */
   ddp_bucket_mb: v.optional(nonNegative, 25),
+  /**
+   * The ranks' process group: `auto` is NCCL on GPUs when every rank on a machine has a GPU
+   * of its own, else Gloo (on the CPU, and for ranks that share a GPU, which NCCL refuses;
+   * Gloo sums CUDA tensors through host memory). See docs/distributed.md.
+   */
+  dist_backend: v.optional(v.picklist(["auto", "nccl", "gloo"], "auto, nccl or gloo"), "auto"),
   /** How long a rank waits for the others (a collective, the exchange of a step's rows) before the run fails. */
   dist_timeout_s: v.optional(positive, 600),
   /** logger, tensorboard, project_name, experiment_name, log_image, ... (docs/logging.md). */

@@ -233,7 +233,7 @@ export function sumOverRanks(ctx: RankContext, values: Record<string, number>): 
   if (!ctx.group) return values;
   const keys = Object.keys(values).sort();
   // Gloo reduces host tensors, NCCL device ones
-  const device = ctx.group.backend === "nccl" ? `cuda:${ctx.group.localRank}` : "cpu";
+  const device = ctx.group.backend === "nccl" ? (ctx.device ?? `cuda:${ctx.group.localRank}`) : "cpu";
   const t = torch.tensor(Float64Array.from(keys.map((k) => values[k]!)), [keys.length], { dtype: "f64", device: device as never });
   try {
     ctx.group.allReduce(t, "sum");

@@ -16,6 +16,49 @@ export interface RankContext {
    * Absent: stage 1 (a context given for ZeRO without a stage).
    */
   zeroStage?: 1 | 2;
+  /** Where this rank's model lives (rankPlacement; absent: model.device). */
+  device?: string;
 }
 
 export const SINGLE_RANK: RankContext = { rank: 0, world: 1 };
+
+/** What a rank needs to know of its machine to be placed (rankPlacement). */
+export interface PlacementInput {
+  /** model.device */
+  device: "cpu" | "cuda";
+  /** trainer.dist_backend */
+  backend: "auto" | "nccl" | "gloo";
+  localRank: number;
+  /** The ranks on this machine (torchrun's LOCAL_WORLD_SIZE). */
+  localWorld: number;
+  /** GPUs this process sees. */
+  gpus: number;
+  /** Whether the shim was built with NCCL. */
+  ncclBuilt: boolean;
+}
+
+/**
+ * The process group a rank joins and the device it runs on. On CUDA rank r of a machine
+ * takes GPU r mod the GPUs it sees, so more ranks than GPUs share them round-robin. NCCL
+ * refuses two ranks on one GPU ("Duplicate GPU detected"), so `auto` is NCCL only when
+ * every rank of the machine has a GPU of its own (and the shim has NCCL), else Gloo,
+ * which sums CUDA tensors through host memory. Throws, naming the key, when the choice
+ * cannot work.
+ */
+export function rankPlacement(p: PlacementInput): { backend: "nccl" | "gloo"; device: string } {
+  const key = `key "trainer.dist_backend"`;
+  if (p.device === "cpu") {
+    if (p.backend === "nccl") throw new Error(`${key}: got "nccl", but model.device is cpu (NCCL runs on GPUs; use gloo or auto)`);
+    return { backend: "gloo", device: "cpu" };
+  }
+  if (p.gpus < 1) throw new Error(`model.device is cuda, but this process sees no GPU (rank ${p.localRank} of this machine)`);
+  const device = `cuda:${p.localRank % p.gpus}`;
+  const ownGpu = p.localWorld <= p.gpus;
+  if (p.backend === "gloo") return { backend: "gloo", device };
+  if (p.backend === "nccl") {
+    if (!p.ncclBuilt) throw new Error(`${key}: got "nccl", but this build of the libtorch shim has no NCCL (use gloo or auto)`);
+    if (!ownGpu) throw new Error(`${key}: got "nccl" for ${p.localWorld} ranks on ${p.gpus} GPU(s); NCCL refuses two ranks on one GPU (use gloo or auto)`);
+    return { backend: "nccl", device };
+  }
+  return { backend: p.ncclBuilt && ownGpu ? "nccl" : "gloo", device };
+}

@@ -212,8 +212,8 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
 
   torch.manualSeed(trainer.seed);
   const harness = await createHarness(trainer.harness);
-  // Data parallel on CUDA: each rank on its own GPU.
-  const rankDevice = dp && config.model.device === "cuda" && ranks.group ? `cuda:${ranks.group.localRank}` : config.model.device;
+  // Data parallel on CUDA: each rank on the GPU its placement gave it (rankPlacement), by default cuda:LOCAL_RANK.
+  const rankDevice = dp && config.model.device === "cuda" && ranks.group ? (ranks.device ?? `cuda:${ranks.group.localRank}`) : config.model.device;
   const models = loadModels({ ...config, model: { ...config.model, device: rankDevice as TrainConfig["model"]["device"] } }, useCritic, useReference, config.trainer.zero_stage > 0 ? { ...ranks, zeroStage: config.trainer.zero_stage as 1 | 2 } : undefined);
   let stateRewards: StateRewardScorers;
   try {

@@ -8,8 +8,8 @@ import type { Command } from "commander";
 import { VagenError } from "../../core/errors.ts";
 import type { TrainEventListener } from "../../training/events.ts";
 import * as torch from "../../torch/index.ts";
-import { loadTrainConfig } from "../../training/config.ts";
-import type { RankContext } from "../../training/ranks.ts";
+import { loadTrainConfig, type TrainConfig } from "../../training/config.ts";
+import { rankPlacement, type RankContext } from "../../training/ranks.ts";
 import { runTraining } from "../../training/trainer.ts";
 import { type ImageMode, parseImageMode, resolveImageMode } from "../../tui/image/index.ts";
 import { startTrainDashboard } from "../../tui/train-dashboard.ts";
@@ -67,7 +67,7 @@ async function trainCommand(file: string, overrides: string[], opts: TrainOption
     if (code !== 0) throw new VagenError(`a rank of the ${perNode}-rank run exited with status ${code}`, undefined, code);
     return;
   }
-  const ranks = launchedAsRank ? joinProcessGroup(checked.config.model.device, checked.config.trainer.dist_timeout_s) : undefined;
+  const ranks = launchedAsRank ? joinProcessGroup(checked.file, checked.config) : undefined;
   // Data parallel: rank 0 shows the run; the other ranks say only what goes wrong.
   if (ranks && ranks.rank > 0) opts = { ...opts, tui: false, quietPhases: true };
   const lines = () => trainLogRenderer(process.stderr, { phases: !opts.quietPhases });
@@ -127,11 +127,29 @@ async function trainCommand(file: string, overrides: string[], opts: TrainOption
   }
 }
 
-/** This process's rank in a run launched with torchrun's variables: Gloo on the CPU, NCCL on GPUs (Gloo where the shim has no NCCL). */
-function joinProcessGroup(device: string, timeoutS: number): RankContext {
-  const backend = device === "cuda" && torch.distributed.availableBackends().nccl ? "nccl" : "gloo";
-  const group = torch.distributed.processGroupFromEnv({ backend, timeoutMs: timeoutS * 1000 });
-  return { rank: group.rank, world: group.size, group };
+/**
+ * This process's rank in a run launched with torchrun's variables: Gloo on the CPU; on
+ * GPUs NCCL, or Gloo where ranks share a GPU or the shim has no NCCL (rankPlacement).
+ */
+function joinProcessGroup(file: string, config: TrainConfig): RankContext {
+  const env = process.env;
+  const localRank = Number(env.LOCAL_RANK ?? env.RANK ?? 0);
+  const localWorld = Number(env.LOCAL_WORLD_SIZE ?? Math.ceil(Number(env.WORLD_SIZE ?? 1) / config.trainer.nnodes));
+  let placement: ReturnType<typeof rankPlacement>;
+  try {
+    placement = rankPlacement({
+      device: config.model.device === "cuda" ? "cuda" : "cpu",
+      backend: config.trainer.dist_backend,
+      localRank,
+      localWorld,
+      gpus: config.model.device === "cuda" ? torch.cuda.deviceCount() : 0,
+      ncclBuilt: torch.distributed.availableBackends().nccl,
+    });
+  } catch (err) {
+    throw new VagenError(`${file}: ${(err as Error).message}`);
+  }
+  const group = torch.distributed.processGroupFromEnv({ backend: placement.backend, timeoutMs: config.trainer.dist_timeout_s * 1000, ...(placement.backend === "nccl" ? { device: Number(placement.device.slice(5)) } : {}) });
+  return { rank: group.rank, world: group.size, group, device: placement.device };
 }
 
 /** A rank other than 0 prints its failure, prefixed, and nothing else (rank 0 shows the run and its warnings). */
@@ -154,7 +172,7 @@ async function launchLocalRanks(count: number, timeoutS: number): Promise<number
   const children = Array.from({ length: count }, (_, rank) =>
     Bun.spawn(command, {
       stdio: ["inherit", "inherit", "inherit"],
-      env: { ...process.env, MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port), WORLD_SIZE: String(count), RANK: String(rank), LOCAL_RANK: String(rank) },
+      env: { ...process.env, MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port), WORLD_SIZE: String(count), RANK: String(rank), LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: String(count) },
     }),
   );
   const forward = (signal: NodeJS.Signals) => () => {
