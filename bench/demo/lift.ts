@@ -2,15 +2,17 @@
  * The demo with parts of its recipe replaced, for one seed: how much RL lifts the warm
  * start. `bun bench/demo/lift.ts SEED '{"sftStopBelowLoss": 0.22}' [OUT_DIR] [--env sokoban]
  * [--format answer|free_think|wm] [--algorithm gigpo|grpo|ppo|bi_level] [--render vision|text]
- * [--device cpu|cuda]` prints the demo's summary as JSON, with every validation's success
- * rate (run it on one libtorch thread, two seeds side by side on 2 cores).
+ * [--device cpu|cuda] [--recipe-of cpu|cuda]` prints the demo's summary as JSON, with every
+ * validation's success rate (run it on one libtorch thread, two seeds side by side on 2
+ * cores). `--recipe-of` starts from that device's recipe whatever the device (the CPU
+ * recipe on a GPU, say).
  */
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { runDemo } from "../../src/demo/demo.ts";
-import type { DemoAlgorithm, DemoRecipe } from "../../src/demo/recipe.ts";
+import { demoRecipe, type DemoAlgorithm, type DemoRecipe } from "../../src/demo/recipe.ts";
 import type { DemoEnv, DemoFormat, DemoRender } from "../../src/demo/task.ts";
 
 const { values, positionals } = parseArgs({
@@ -21,10 +23,12 @@ const { values, positionals } = parseArgs({
     algorithm: { type: "string", default: "gigpo" },
     render: { type: "string", default: "vision" },
     device: { type: "string", default: "cpu" },
+    "recipe-of": { type: "string" },
   },
 });
 const seed = Number(positionals[0] ?? 0);
-const recipe = JSON.parse(positionals[1] ?? "{}") as Partial<DemoRecipe>;
+const overrides = JSON.parse(positionals[1] ?? "{}") as Partial<DemoRecipe>;
+const recipe: Partial<DemoRecipe> = values["recipe-of"] ? { ...demoRecipe(values["recipe-of"], values.env as DemoEnv), ...overrides } : overrides;
 const runDir = positionals[2] ?? join(mkdtempSync(join(tmpdir(), "vagen-lift-")), "run");
 const validations: { step: number; success: number }[] = [];
 const started = performance.now();
@@ -56,4 +60,4 @@ const summary = await runDemo(
     }
   },
 );
-console.log(JSON.stringify({ seed, recipe, ...summary, validations, lift: summary.final_success_rate - summary.sft_success_rate }));
+console.log(JSON.stringify({ seed, recipe: overrides, recipeOf: values["recipe-of"], ...summary, validations, lift: summary.final_success_rate - summary.sft_success_rate }));

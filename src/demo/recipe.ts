@@ -62,10 +62,24 @@ export interface DemoRecipe {
   rlBatch: number;
   rlGroup: number;
   rlLr: number;
+  /** Whether the vision tower and merger stay as initialised in the warm start, and in RL (unset: true). */
+  sftFreezeVisionTower?: boolean;
+  rlFreezeVisionTower?: boolean;
+  /** Steps that train the critic alone before the actor's first update (algorithms with a critic; unset: 0). */
+  rlCriticWarmup?: number;
+  /** Validate every this many RL steps (unset: half-way and at the end). */
+  rlTestFreq?: number;
   /** Env instances per actor update (unset: rlBatch, one update a step); rlBatch / rlMiniBatch updates a step. */
   rlMiniBatch?: number;
+  /** Env keys the RL phase sets over the task's (its rewards: `format_reward`, `success_reward`); unset: the env's defaults. */
+  rlEnvConfig?: Record<string, unknown>;
   /** Held-out validation episodes (before RL, and at the end). */
   valEpisodes: number;
+  /**
+   * How validation samples (unset: greedy, verl's `val_kwargs` default, which VAGEN main
+   * keeps; the paper evaluated at temperature 0.7, top_p 0.95).
+   */
+  valSampling?: { temperature: number; top_p: number };
   /** Tokens one answer may take, per format (a reasoning reply is longer). */
   maxAnswerTokens: number;
   maxFreeThinkTokens?: number;
@@ -147,15 +161,17 @@ export const CUDA_RECIPE: DemoRecipe = {
  * generator then gives 1.45 moves on average), six turns of one move each. A 6x6 render
  * is resized to 84 x 84, one vision patch a cell (task.ts). The warm start imitates 2048
  * BFS episodes with a tenth of the moves random and stops once its mean training loss is
- * below 0.18 (130-200 steps): imitation sits at chance on the move for 100-150 steps, then
+ * below 0.18 (130-330 steps): imitation sits at chance on the move for 100-150 steps, then
  * starts to read where the box is, and stopping on the way down leaves a warm start that
- * solves half to two thirds of the held-out levels (0.64, 0.63, 0.48 on seeds 0-2).
- * GiGPO then adds +0.12, +0.08 and 0.00 in 100 steps (docs/demo.md): short of the 0.2
- * aimed at, and VAGEN's levels (one to five moves) gain less still on this policy. The
- * step at which imitation starts to read the room varies by seed, as on FrozenLake. wm: a fifth of the
- * stated objects misplaced in the demonstrations, 0.1 per perfect section (above main's
- * chance floor), so the state rewards have something to improve. The loss threshold was
- * measured on answers only; a reasoning reply's loss falls at another pace.
+ * solves 0.58-0.78 of the held-out levels. The vision tower learns in both phases, and RL
+ * pays no per-turn format reward; GiGPO at lr 3e-4 then lifts every seed by 0.13-0.21 in
+ * 100 steps, to 0.79-0.93 (docs/demo.md: the greedy warm start's failures are moves into a
+ * wall repeated to the turn limit, or back and forth, which the format reward paid for).
+ * The step at which imitation starts to read the room varies by seed, as on FrozenLake.
+ * wm: a fifth of the stated objects misplaced in the demonstrations, 0.1 per perfect
+ * section (above main's chance floor), so the state rewards have something to improve.
+ * The loss threshold was measured on answers only; a wm reply's loss falls below it
+ * within 50 steps, on its template, before the move is learned (docs/demo.md).
  */
 export const SOKOBAN_CPU_RECIPE: DemoRecipe = {
   ...CPU_RECIPE,
@@ -166,7 +182,18 @@ export const SOKOBAN_CPU_RECIPE: DemoRecipe = {
   stateReward: 0.1,
   sftEpisodes: 2048,
   sftStopBelowLoss: 0.18,
+  // The vision tower and merger learn in both phases: with them frozen at their random
+  // initialisation, RL lifted the greedy policy by 0.00-0.12 in 100 steps; trained, by
+  // 0.17-0.18 in 50 (docs/demo.md).
+  sftFreezeVisionTower: false,
+  rlFreezeVisionTower: false,
+  // No per-turn format reward in RL: VAGEN main pays 0.1 for every executed action, a move
+  // into a wall included, so walking into a wall for the rest of the episode earned nearly
+  // what solving did; the greedy warm start's failures are exactly such loops.
+  rlEnvConfig: { format_reward: 0 },
+  rlLr: 3e-4,
   rlSteps: 100,
+  rlTestFreq: 25,
   maxFreeThinkTokens: 24,
   maxWmTokens: 96,
 };
@@ -181,7 +208,12 @@ export const SOKOBAN_CPU_RECIPE: DemoRecipe = {
  * about, so 16 levels a step, and 100 steps at lr 1e-4. Measured on an H200 (docs/demo.md):
  * the warm start reaches 0.72-0.86 on 128 held-out levels; RL at the CUDA FrozenLake
  * recipe's 5e-4 lowered it (answer: 0.72 -> 0.51 by step 50 on seed 0), at 1e-4 it held
- * it (0.72, 0.73, 0.75 at step 40 on seeds 0-2) but did not lift it yet.
+ * it (0.72, 0.73, 0.75 at step 40 on seeds 0-2) but did not lift it yet. What lifted the
+ * CPU recipe did not carry over as it stands: with RL's format reward off at lr 3e-4 a
+ * 2048-demonstration warm start went 0.57 -> 0.61 by step 50 (0.48 with the format
+ * reward), and with the vision tower trained the one-epoch warm start stayed at chance on
+ * the move (0.16-0.26). On one H200 the CPU recipe itself, run on the machine's CPU
+ * cores, gets further in the same minutes (docs/demo.md).
  */
 export const SOKOBAN_CUDA_RECIPE: DemoRecipe = {
   ...CUDA_RECIPE,
@@ -233,7 +265,7 @@ export function sftConfig(task: DemoTask, recipe: DemoRecipe, opts: { baseModelD
       only_success: false,
     },
     optim: { lr: recipe.sftLr, weight_decay: 0, grad_clip: 1.0, warmup_steps: 5, schedule: "cosine" },
-    train: { epochs: recipe.sftEpochs, batch_size: 32, micro_batch_size: 32, max_steps: 0, save_every_epoch: false, freeze_vision_tower: true, label_smoothing: recipe.sftLabelSmoothing ?? 0, stop_below_loss: recipe.sftStopBelowLoss ?? 0 },
+    train: { epochs: recipe.sftEpochs, batch_size: 32, micro_batch_size: 32, max_steps: 0, save_every_epoch: false, freeze_vision_tower: recipe.sftFreezeVisionTower ?? true, label_smoothing: recipe.sftLabelSmoothing ?? 0, stop_below_loss: recipe.sftStopBelowLoss ?? 0 },
   };
 }
 
@@ -253,13 +285,13 @@ export function trainConfig(
     name: task.envName,
     max_turns: task.maxTurns,
     response_length_per_turn: replyTokens(task, recipe),
-    config: task.format === "wm" ? { ...task.envConfig, state_reward: stateRewardConfig(recipe.stateReward ?? 0.1) } : task.envConfig,
+    config: { ...task.envConfig, ...recipe.rlEnvConfig, ...(task.format === "wm" ? { state_reward: stateRewardConfig(recipe.stateReward ?? 0.1) } : {}) },
   };
   const tag = task.envName.toLowerCase();
   // A row per turn, so a step's row count varies with its episodes' lengths: micro-batches
   // by a token budget, not by count.
   // The vision tower stays as initialised in every phase (see sftConfig's freeze_vision_tower).
-  const update = { ppo_mini_batch_size: recipe.rlMiniBatch ?? recipe.rlBatch, use_dynamic_bsz: true, ppo_max_token_len: 4096, ppo_epochs: 1, freeze_vision_tower: true };
+  const update = { ppo_mini_batch_size: recipe.rlMiniBatch ?? recipe.rlBatch, use_dynamic_bsz: true, ppo_max_token_len: 4096, ppo_epochs: 1, freeze_vision_tower: recipe.rlFreezeVisionTower ?? true };
   return v.parse(TrainConfig, {
     model: { model_dir: opts.modelDir, device: opts.device.startsWith("cuda") ? "cuda" : "cpu", dtype: "f32" },
     data: {
@@ -271,7 +303,12 @@ export function trainConfig(
     },
     // One update per step on exactly what was sampled: the engine's log-probs are the old
     // ones. Several updates a step need the old log-probs from a trainer forward.
-    rollout: { n: recipe.rlGroup, temperature: 1.0, use_engine_logprobs: (recipe.rlMiniBatch ?? recipe.rlBatch) === recipe.rlBatch },
+    rollout: {
+      n: recipe.rlGroup,
+      temperature: 1.0,
+      use_engine_logprobs: (recipe.rlMiniBatch ?? recipe.rlBatch) === recipe.rlBatch,
+      ...(recipe.valSampling ? { val_kwargs: { ...recipe.valSampling, n: 1 } } : {}),
+    },
     algorithm:
       opts.algorithm === "bi_level"
         ? // VAGEN-Full's estimator as main's scripts run it (gamma 1, a turn discounted once).
@@ -292,8 +329,9 @@ export function trainConfig(
       total_steps: opts.steps,
       save_freq: 0,
       // Mid-run and at the end (validation also runs before the first step, see below).
-      test_freq: Math.max(1, Math.ceil(opts.steps / 2)),
+      test_freq: recipe.rlTestFreq ?? Math.max(1, Math.ceil(opts.steps / 2)),
       val_before_train: true,
+      critic_warmup: recipe.rlCriticWarmup ?? 0,
       output_dir: opts.outputDir,
       resume: "never",
       harness: task.harness,

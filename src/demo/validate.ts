@@ -19,14 +19,16 @@ export interface ValidationOptions {
   device: string;
   /** Tokens one answer may take (answers are a handful of tokens). */
   maxTokens: number;
+  /** Sampling temperature (unset: 0, greedy). */
+  temperature?: number;
   onEvent?: EvalEventListener;
 }
 
-/** The eval config validation runs: the task's env on its validation seeds, greedy. */
+/** The eval config validation runs: the task's env on its validation seeds, greedy unless a temperature is given. */
 export function validationConfig(task: DemoTask, opts: Omit<ValidationOptions, "onEvent">): EvalConfig {
   return v.parse(EvalConfig, {
     output_dir: opts.outputDir,
-    model: { backend: "engine", model_dir: opts.modelDir, engine: { device: opts.device }, sampling: { temperature: 0, max_tokens: opts.maxTokens } },
+    model: { backend: "engine", model_dir: opts.modelDir, engine: { device: opts.device }, sampling: { temperature: opts.temperature ?? 0, max_tokens: opts.maxTokens } },
     run: { max_concurrent_episodes: 16, resume: false },
     envs: {
       [task.envName.toLowerCase()]: {

@@ -93,4 +93,33 @@ describe("demo recipe", () => {
       });
     }
   }
+
+  test("Sokoban's CPU recipe trains the vision tower in both phases and pays RL no per-turn format reward, in training and validation", () => {
+    const recipe = SOKOBAN_CPU_RECIPE;
+    const task = demoTask("sokoban", "vision", undefined, { levels: recipe.sokobanLevels, format: "wm", maxTurns: recipe.sokobanMaxTurns });
+    expect(sftConfig(task, recipe, { baseModelDir: "base", outputDir: "sft", seed: 0, device: "cpu" }).train.freeze_vision_tower).toBe(false);
+    const config = trainConfig(task, recipe, { modelDir: "sft", outputDir: "run", seed: 0, device: "cpu", steps: 100, algorithm: "bi_level" });
+    expect(config.actor.freeze_vision_tower).toBe(false);
+    for (const env of [config.data.train.sokoban!, config.data.val.sokoban!]) {
+      expect(env.config.format_reward).toBe(0);
+      // the env keys of the RL phase sit beside the task's and the wm format's state rewards
+      expect(env.config.min_solution_steps).toEqual([1, 3]);
+      expect(env.config.state_reward).toBeDefined();
+    }
+    expect(config.trainer.test_freq).toBe(25);
+    expect(config.rollout.val_kwargs).toEqual({ temperature: 0, top_p: 1, n: 1 });
+    // The CUDA recipe keeps VAGEN's rewards and the frozen tower.
+    const cuda = trainConfig(task, SOKOBAN_CUDA_RECIPE, { modelDir: "sft", outputDir: "run", seed: 0, device: "cuda", steps: 100, algorithm: "gigpo" });
+    expect(cuda.data.train.sokoban!.config.format_reward).toBeUndefined();
+    expect(cuda.actor.freeze_vision_tower).toBe(true);
+    expect(cuda.trainer.test_freq).toBe(50);
+  });
+
+  test("recipe overrides: sampled validation, a critic warm-up", () => {
+    const task = demoTask("sokoban", "vision", undefined, { levels: SOKOBAN_CPU_RECIPE.sokobanLevels, format: "answer", maxTurns: 6 });
+    const recipe = { ...SOKOBAN_CPU_RECIPE, valSampling: { temperature: 0.7, top_p: 0.95 }, rlCriticWarmup: 10 };
+    const config = trainConfig(task, recipe, { modelDir: "sft", outputDir: "run", seed: 0, device: "cpu", steps: 20, algorithm: "ppo" });
+    expect(config.rollout.val_kwargs).toEqual({ temperature: 0.7, top_p: 0.95, n: 1 });
+    expect(config.trainer.critic_warmup).toBe(10);
+  });
 });

@@ -33,6 +33,12 @@ const RECIPE: Partial<DemoRecipe> = {
   // barely-sure policy's greedy choices about and success falls (docs/demo.md).
   rlLr: 1e-4,
   valEpisodes: 48,
+  // As measured for this test: the vision tower frozen, VAGEN's format reward, validation
+  // before and after only (the CPU recipe trains the tower and drops the format reward).
+  sftFreezeVisionTower: true,
+  rlFreezeVisionTower: true,
+  rlEnvConfig: {},
+  rlTestFreq: 3,
 };
 
 const root = mkdtempSync(join(tmpdir(), "vagen-sokoban-learn-"));
