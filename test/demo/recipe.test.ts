@@ -11,7 +11,8 @@ import { CPU_RECIPE, CUDA_RECIPE, demoRecipe, SOKOBAN_CPU_RECIPE, SOKOBAN_CUDA_R
 import { demoTask, DEMO_FORMATS } from "../../src/demo/task.ts";
 import { SokobanEnv } from "../../envs/sokoban/env.ts";
 import { checkSftConfig, SftConfig } from "../../src/sft/config.ts";
-import { checkTrainConfig } from "../../src/training/config.ts";
+import { checkTrainConfig, loadTrainConfig } from "../../src/training/config.ts";
+import { join } from "node:path";
 import { createHarness } from "../../src/harness/registry.ts";
 import { FrozenLakeEnv } from "../../envs/frozenlake/env.ts";
 import { smartResize } from "../../src/models/image-processor.ts";
@@ -113,6 +114,20 @@ describe("demo recipe", () => {
     expect(cuda.data.train.sokoban!.config.format_reward).toBeUndefined();
     expect(cuda.actor.freeze_vision_tower).toBe(true);
     expect(cuda.trainer.test_freq).toBe(50);
+  });
+
+  test("examples/train/sokoban-demo-answer.yaml is the Sokoban CPU recipe's RL phase", async () => {
+    const recipe = SOKOBAN_CPU_RECIPE;
+    const task = demoTask("sokoban", "vision", undefined, { levels: recipe.sokobanLevels, format: "answer", maxTurns: recipe.sokobanMaxTurns });
+    const demo = trainConfig(task, recipe, { modelDir: "sft", outputDir: "run", seed: 0, device: "cpu", steps: recipe.rlSteps, algorithm: "gigpo" });
+    const example = (await loadTrainConfig(join(import.meta.dir, "../../examples/train/sokoban-demo-answer.yaml"), [])).config;
+    expect(example.data.train).toEqual(demo.data.train);
+    expect(example.data.val).toEqual(demo.data.val);
+    for (const key of ["train_batch_size", "max_prompt_length", "max_response_length"] as const) expect(example.data[key]).toBe(demo.data[key]);
+    expect(example.algorithm).toEqual(demo.algorithm);
+    expect(example.actor).toEqual(demo.actor);
+    expect(example.rollout).toEqual(demo.rollout);
+    for (const key of ["total_steps", "test_freq", "harness", "val_before_train"] as const) expect(example.trainer[key]).toEqual(demo.trainer[key]);
   });
 
   test("recipe overrides: sampled validation, a critic warm-up", () => {
