@@ -3,7 +3,10 @@
  * metrics.jsonl) against the RL step, one polyline per run, coloured by group.
  *
  *   bun bench/demo/plot-curves.ts OUT.png answer=runs/a-s0,runs/a-s1 free_think=runs/f-s0 ...
+ *   bun bench/demo/plot-curves.ts --metric train/sokoban/success_rate --smooth 10 OUT.png ...
  *
+ * `--metric` plots another key of metrics.jsonl (every step that has it), `--smooth N` its
+ * mean over the last N points.
  * Each argument after the output is GROUP=RUN_DIR[,RUN_DIR...] (a run directory holding
  * metrics.jsonl, or a metrics .jsonl file). Axes: steps from 0 to the last validation,
  * gridlines every quarter, labelled; success 0 to 1, gridlines every 0.2, labelled. The
@@ -12,6 +15,7 @@
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { parseArgs } from "node:util";
 import { PNG } from "pngjs";
 
 type Rgb = readonly [number, number, number];
@@ -41,17 +45,23 @@ const GLYPHS: Record<string, string[]> = {
   ".": ["000", "000", "000", "000", "010"],
 };
 
-/** Validation points of one run: [step, success]. */
+const { values: flags, positionals } = parseArgs({ allowPositionals: true, options: { metric: { type: "string" }, smooth: { type: "string", default: "1" } } });
+const smooth = Math.max(1, Number(flags.smooth));
+
+/** The points of one run: [step, value] of `--metric`, or of the held-out success rate. */
 function validations(path: string): [number, number][] {
   const file = existsSync(join(path, "metrics.jsonl")) ? join(path, "metrics.jsonl") : path;
   const points: [number, number][] = [];
   for (const line of readFileSync(file, "utf8").split("\n")) {
     if (!line.trim()) continue;
     const row = JSON.parse(line) as Record<string, number>;
-    const key = Object.keys(row).find((k) => k.startsWith("val/") && k.endsWith("/success_rate"));
-    if (key !== undefined) points.push([row.step!, row[key]!]);
+    const key = flags.metric ?? Object.keys(row).find((k) => k.startsWith("val/") && k.endsWith("/success_rate"));
+    if (key !== undefined && row[key] !== undefined) points.push([row.step!, row[key]!]);
   }
-  return points;
+  return points.map(([step], i) => {
+    const window = points.slice(Math.max(0, i - smooth + 1), i + 1);
+    return [step, window.reduce((a, [, y]) => a + y, 0) / window.length];
+  });
 }
 
 class Canvas {
@@ -97,7 +107,7 @@ class Canvas {
   }
 }
 
-const [out, ...groups] = process.argv.slice(2);
+const [out, ...groups] = positionals;
 if (!out || groups.length === 0) throw new Error("usage: bun bench/demo/plot-curves.ts OUT.png GROUP=RUN_DIR[,RUN_DIR...] ...");
 const runs = groups.flatMap((arg, g) => {
   const [, dirs] = arg.split("=");
@@ -105,6 +115,8 @@ const runs = groups.flatMap((arg, g) => {
   return dirs.split(",").map((dir) => ({ group: g, points: validations(dir) }));
 });
 const lastStep = Math.max(...runs.flatMap((r) => r.points.map(([s]) => s)), 1);
+const low = Math.min(0, ...runs.flatMap((r) => r.points.map(([, y]) => y)));
+if (low < 0) throw new Error(`values below 0 (${low}): the plot's axis is 0 to 1`);
 const plotW = WIDTH - MARGIN.left - MARGIN.right;
 const plotH = HEIGHT - MARGIN.top - MARGIN.bottom;
 const px = (step: number) => MARGIN.left + (step / lastStep) * plotW;
