@@ -36,3 +36,22 @@ describe("rankPlacement", () => {
     expect(() => rankPlacement(gpu({ gpus: 0 }))).toThrow(/sees no GPU/);
   });
 });
+
+describe("vagen train trainer.n_gpus_per_node=2 with a placement that cannot work", () => {
+  test("is refused once, before any rank starts, naming the file and key", async () => {
+    const { join } = await import("node:path");
+    const { mkdtempSync, existsSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const out = join(mkdtempSync(join(tmpdir(), "vagen-placement-")), "run");
+    const child = Bun.spawn(
+      ["bun", join(import.meta.dir, "../../src/cli/main.ts"), "train", join(import.meta.dir, "digit.yaml"), "model.device=cpu", "trainer.n_gpus_per_node=2", "trainer.dist_backend=nccl", `trainer.output_dir=${out}`, "--no-tui"],
+      { stdout: "ignore", stderr: "pipe", env: { ...process.env, OMP_NUM_THREADS: "1" } },
+    );
+    const stderr = await new Response(child.stderr).text();
+    expect(await child.exited).not.toBe(0);
+    expect(stderr).toContain('digit.yaml: key "trainer.dist_backend": got "nccl", but model.device is cpu');
+    expect(stderr.match(/trainer\.dist_backend/g)).toHaveLength(1);
+    expect(stderr).not.toContain("rank 0 exited");
+    expect(existsSync(out)).toBe(false);
+  });
+});

@@ -63,6 +63,8 @@ async function trainCommand(file: string, overrides: string[], opts: TrainOption
         "see docs/distributed.md",
       );
     }
+    // The placement the ranks will make, checked once here rather than failed by each rank.
+    placeRank(checked.file, checked.config, { localRank: 0, localWorld: perNode });
     const code = await launchLocalRanks(perNode, checked.config.trainer.dist_timeout_s);
     if (code !== 0) throw new VagenError(`a rank of the ${perNode}-rank run exited with status ${code}`, undefined, code);
     return;
@@ -135,21 +137,26 @@ function joinProcessGroup(file: string, config: TrainConfig): RankContext {
   const env = process.env;
   const localRank = Number(env.LOCAL_RANK ?? env.RANK ?? 0);
   const localWorld = Number(env.LOCAL_WORLD_SIZE ?? Math.ceil(Number(env.WORLD_SIZE ?? 1) / config.trainer.nnodes));
-  let placement: ReturnType<typeof rankPlacement>;
+  const placement = placeRank(file, config, { localRank, localWorld });
+  const group = torch.distributed.processGroupFromEnv({ backend: placement.backend, timeoutMs: config.trainer.dist_timeout_s * 1000, ...(placement.backend === "nccl" ? { device: Number(placement.device.slice(5)) } : {}) });
+  return { rank: group.rank, world: group.size, group, device: placement.device };
+}
+
+/** rankPlacement for this machine, its refusal as a VagenError naming the config file. */
+function placeRank(file: string, config: TrainConfig, at: { localRank: number; localWorld: number }): ReturnType<typeof rankPlacement> {
+  const cuda = config.model.device === "cuda";
   try {
-    placement = rankPlacement({
-      device: config.model.device === "cuda" ? "cuda" : "cpu",
+    return rankPlacement({
+      device: cuda ? "cuda" : "cpu",
       backend: config.trainer.dist_backend,
-      localRank,
-      localWorld,
-      gpus: config.model.device === "cuda" ? torch.cuda.deviceCount() : 0,
-      ncclBuilt: torch.distributed.availableBackends().nccl,
+      ...at,
+      gpus: cuda ? torch.cuda.deviceCount() : 0,
+      // the shim is loaded only where the answer matters
+      ncclBuilt: cuda || config.trainer.dist_backend === "nccl" ? torch.distributed.availableBackends().nccl : false,
     });
   } catch (err) {
     throw new VagenError(`${file}: ${(err as Error).message}`);
   }
-  const group = torch.distributed.processGroupFromEnv({ backend: placement.backend, timeoutMs: config.trainer.dist_timeout_s * 1000, ...(placement.backend === "nccl" ? { device: Number(placement.device.slice(5)) } : {}) });
-  return { rank: group.rank, world: group.size, group, device: placement.device };
 }
 
 /** A rank other than 0 prints its failure, prefixed, and nothing else (rank 0 shows the run and its warnings). */
