@@ -14,9 +14,10 @@
 //     Debian's libtorch-dev ships them (Debian has them in libgloo-dev; a build points
 //     VAGEN_GLOO_INCLUDE at any other copy, src/shim/compile.ts). Only declarations are
 //     used (no Gloo type is held by value), so Gloo's own version hardly matters. With
-//     them, the real header is used. Without them, on 1.13 only, the few declarations the shim calls are written out below with
-//     the class's exact 1.13 data layout (checked by static_assert against the sizes the
-//     real header gives); nothing else of Gloo is touched from here. VAGEN_GLOO=0 and
+//     them, the real header is used. Without them, on 1.13 only, the few declarations
+//     the shim calls are written out below with the class's exact 1.13 data layout
+//     (checked by static_assert against the sizes the real header gives); nothing else
+//     of Gloo is touched from here. VAGEN_GLOO=0 and
 //     VAGEN_NCCL=0 at build time leave either backend out (src/shim/compile.ts).
 //   * The gradient reducer (vt_dist_reducer_*) is the one piece that is not blocking: it
 //     hooks the autograd engine, which runs on its own threads, and launches bucketed

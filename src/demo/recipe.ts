@@ -290,7 +290,7 @@ export function trainConfig(
   const tag = task.envName.toLowerCase();
   // A row per turn, so a step's row count varies with its episodes' lengths: micro-batches
   // by a token budget, not by count.
-  // The vision tower stays as initialised in every phase (see sftConfig's freeze_vision_tower).
+  // The vision tower stays as initialised unless the recipe trains it (rlFreezeVisionTower).
   const update = { ppo_mini_batch_size: recipe.rlMiniBatch ?? recipe.rlBatch, use_dynamic_bsz: true, ppo_max_token_len: 4096, ppo_epochs: 1, freeze_vision_tower: recipe.rlFreezeVisionTower ?? true };
   return v.parse(TrainConfig, {
     model: { model_dir: opts.modelDir, device: opts.device.startsWith("cuda") ? "cuda" : "cpu", dtype: "f32" },
