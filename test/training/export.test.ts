@@ -20,7 +20,10 @@ describe("vagen export", () => {
     "a step's actor loads as a model directory with the trained weights and no value head",
     async () => {
       const dir = mkdtempSync(join(tmpdir(), "vagen-export-"));
-      await runTraining(await loadTrainConfig(CONFIG, [`trainer.output_dir=${dir}`, "trainer.total_steps=1", "algorithm.adv_estimator=default_gae"]));
+      // An entropy bonus moves the actor whatever the step's rewards: a step whose episodes
+      // all score 0 (the tiny policy's samples differ with the checkout's path) has zero
+      // advantages, and the actor would rightly not move.
+      await runTraining(await loadTrainConfig(CONFIG, [`trainer.output_dir=${dir}`, "trainer.total_steps=1", "algorithm.adv_estimator=default_gae", "actor.entropy_coeff=0.01"]));
       const out = join(dir, "exported");
       const result = exportCheckpoint(join(dir, "checkpoints", "step_1"), out);
       for (const f of ["config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja", "preprocessor_config.json"]) expect(existsSync(join(out, f))).toBe(true);

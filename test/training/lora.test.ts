@@ -203,8 +203,10 @@ describe("LoRA training", () => {
       const root = mkdtempSync(join(tmpdir(), "vagen-lora-qwen3-"));
       const run = join(root, "train");
       await runTraining(await loadTrainConfig(CONFIG, [`model.model_dir=${QWEN3_DIR}`, `trainer.output_dir=${run}`, "trainer.total_steps=2", "data.max_response_length=4", "actor.use_kl_loss=true", "actor.target_modules=[q_proj,o_proj,up_proj]", ...LORA,
-        // a critic: GRPO's advantages are all zero when every group's rewards happen to be equal, and the adapter would rightly not move
-        "algorithm.adv_estimator=default_gae"]));
+        // an entropy bonus: when every episode of a step scores alike the advantages are all
+        // zero (GRPO's and, with a value head that gives every row the same value, GAE's),
+        // and the adapter would rightly not move
+        "algorithm.adv_estimator=default_gae", "actor.entropy_coeff=0.01"]));
       const last = metrics(run).at(-1)!;
       expect(last.step).toBe(2);
       expect(last["actor/kl_loss"]).toBeGreaterThan(0); // the actor moved away from its reference, the base
