@@ -16,15 +16,7 @@ for variant in ranks zero2; do
   extra="trainer.n_gpus_per_node=2 trainer.ddp_bucket_mb=0.1"
   [ $variant = zero2 ] && extra="$extra trainer.zero_stage=2"
   bun src/cli/main.ts train $common $extra trainer.output_dir=/tmp/gloo-$variant > "$OUT/$variant.log" 2>&1; echo "$variant rc=$?"
-  python3 - "$variant" <<'PY'
-import json, sys
-v = sys.argv[1]
-load = lambda d: [json.loads(l) for l in open(f"/tmp/gloo-{d}/metrics.jsonl")]
-a, b = load("plain"), load(v)
-keys = [k for k in a[0] if not k.startswith(("timing_s/", "perf/"))]
-worst = [max(abs(x[k] - y[k]) / max(1, abs(x[k])) for k in keys if k in y) for x, y in zip(a, b)]
-print(f"{v}: {len(b)} steps, actor tokens per rank {b[0].get('perf/actor_tokens_rank_min')}-{b[0].get('perf/actor_tokens_rank_max')}, worst metric difference per step against the plain run {[f'{w:.1e}' for w in worst]}")
-PY
+  python3 test/training/h200/compare_metrics.py /tmp/gloo-plain /tmp/gloo-$variant "$variant"
 done
 bun src/cli/main.ts train $common trainer.n_gpus_per_node=2 trainer.dist_backend=nccl trainer.output_dir=/tmp/gloo-nccl > "$OUT/nccl-refused.log" 2>&1
 echo "nccl asked for on one GPU: rc=$? $(grep -o 'NCCL refuses[^;]*' "$OUT/nccl-refused.log" | head -1)"

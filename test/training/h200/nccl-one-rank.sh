@@ -15,12 +15,5 @@ for variant in rank zero2; do
   [ $variant = zero2 ] && extra="$extra trainer.zero_stage=2"
   MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29500 + RANDOM % 1000)) WORLD_SIZE=1 RANK=0 LOCAL_RANK=0 \
     bun src/cli/main.ts train $common $extra trainer.output_dir=/tmp/nccl-$variant > "$OUT/$variant.log" 2>&1; echo "$variant rc=$?"
-  python3 - "$variant" <<'PY'
-import json, sys
-v = sys.argv[1]
-load = lambda d: [json.loads(l) for l in open(f"/tmp/nccl-{d}/metrics.jsonl")]
-a, b = load("plain"), load(v)
-worst = max(abs(x[k] - y[k]) / max(1, abs(x[k])) for x, y in zip(a, b) for k in x if not k.startswith(("timing_s/", "perf/")))
-print(f"{v}: {len(b)} steps, backend rows {b[0].get('perf/actor_tokens_rank_max')}, worst metric difference against the plain run {worst:.2e}")
-PY
+  python3 test/training/h200/compare_metrics.py /tmp/nccl-plain /tmp/nccl-$variant "$variant"
 done
