@@ -45,20 +45,21 @@ export interface PlacementInput {
  * which sums CUDA tensors through host memory. Throws, naming the key, when the choice
  * cannot work.
  */
-export function rankPlacement(p: PlacementInput): { backend: "nccl" | "gloo"; device: string } {
+export function rankPlacement(p: PlacementInput): { backend: "nccl" | "gloo"; device: string; gpu?: number } {
   const key = `key "trainer.dist_backend"`;
   if (p.device === "cpu") {
     if (p.backend === "nccl") throw new Error(`${key}: got "nccl", but model.device is cpu (NCCL runs on GPUs; use gloo or auto)`);
     return { backend: "gloo", device: "cpu" };
   }
   if (p.gpus < 1) throw new Error(`model.device is cuda, but this process sees no GPU (rank ${p.localRank} of this machine)`);
-  const device = `cuda:${p.localRank % p.gpus}`;
+  const gpu = p.localRank % p.gpus;
+  const device = `cuda:${gpu}`;
   const ownGpu = p.localWorld <= p.gpus;
-  if (p.backend === "gloo") return { backend: "gloo", device };
+  if (p.backend === "gloo") return { backend: "gloo", device, gpu };
   if (p.backend === "nccl") {
     if (!p.ncclBuilt) throw new Error(`${key}: got "nccl", but this build of the libtorch shim has no NCCL (use gloo or auto)`);
     if (!ownGpu) throw new Error(`${key}: got "nccl" for ${p.localWorld} ranks on ${p.gpus} GPU(s); NCCL refuses two ranks on one GPU (use gloo or auto)`);
-    return { backend: "nccl", device };
+    return { backend: "nccl", device, gpu };
   }
-  return { backend: p.ncclBuilt && ownGpu ? "nccl" : "gloo", device };
+  return { backend: p.ncclBuilt && ownGpu ? "nccl" : "gloo", device, gpu };
 }

@@ -5,24 +5,24 @@ const gpu = (over: Partial<PlacementInput>): PlacementInput => ({ device: "cuda"
 
 describe("rankPlacement", () => {
   test("a GPU each: NCCL on cuda:LOCAL_RANK", () => {
-    expect(rankPlacement(gpu({ localRank: 1 }))).toEqual({ backend: "nccl", device: "cuda:1" });
+    expect(rankPlacement(gpu({ localRank: 1 }))).toEqual({ backend: "nccl", device: "cuda:1", gpu: 1 });
   });
 
   test("two ranks on one GPU: Gloo, both on cuda:0 (NCCL refuses a shared GPU)", () => {
-    expect(rankPlacement(gpu({ localRank: 0, gpus: 1 }))).toEqual({ backend: "gloo", device: "cuda:0" });
-    expect(rankPlacement(gpu({ localRank: 1, gpus: 1 }))).toEqual({ backend: "gloo", device: "cuda:0" });
+    expect(rankPlacement(gpu({ localRank: 0, gpus: 1 }))).toEqual({ backend: "gloo", device: "cuda:0", gpu: 0 });
+    expect(rankPlacement(gpu({ localRank: 1, gpus: 1 }))).toEqual({ backend: "gloo", device: "cuda:0", gpu: 0 });
   });
 
   test("more ranks than GPUs share them round-robin", () => {
-    expect(rankPlacement(gpu({ localRank: 3, localWorld: 4, gpus: 2 }))).toEqual({ backend: "gloo", device: "cuda:1" });
+    expect(rankPlacement(gpu({ localRank: 3, localWorld: 4, gpus: 2 }))).toEqual({ backend: "gloo", device: "cuda:1", gpu: 1 });
   });
 
   test("a shim without NCCL: Gloo on the GPUs", () => {
-    expect(rankPlacement(gpu({ ncclBuilt: false, localRank: 1 }))).toEqual({ backend: "gloo", device: "cuda:1" });
+    expect(rankPlacement(gpu({ ncclBuilt: false, localRank: 1 }))).toEqual({ backend: "gloo", device: "cuda:1", gpu: 1 });
   });
 
   test("gloo asked for: Gloo even with a GPU each", () => {
-    expect(rankPlacement(gpu({ backend: "gloo", localRank: 1 }))).toEqual({ backend: "gloo", device: "cuda:1" });
+    expect(rankPlacement(gpu({ backend: "gloo", localRank: 1 }))).toEqual({ backend: "gloo", device: "cuda:1", gpu: 1 });
   });
 
   test("the CPU: Gloo", () => {
@@ -53,5 +53,5 @@ describe("vagen train trainer.n_gpus_per_node=2 with a placement that cannot wor
     expect(stderr.match(/trainer\.dist_backend/g)).toHaveLength(1);
     expect(stderr).not.toContain("rank 0 exited");
     expect(existsSync(out)).toBe(false);
-  });
+  }, 60_000);
 });

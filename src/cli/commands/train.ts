@@ -138,7 +138,7 @@ function joinProcessGroup(file: string, config: TrainConfig): RankContext {
   const localRank = Number(env.LOCAL_RANK ?? env.RANK ?? 0);
   const localWorld = Number(env.LOCAL_WORLD_SIZE ?? Math.ceil(Number(env.WORLD_SIZE ?? 1) / config.trainer.nnodes));
   const placement = placeRank(file, config, { localRank, localWorld });
-  const group = torch.distributed.processGroupFromEnv({ backend: placement.backend, timeoutMs: config.trainer.dist_timeout_s * 1000, ...(placement.backend === "nccl" ? { device: Number(placement.device.slice(5)) } : {}) });
+  const group = torch.distributed.processGroupFromEnv({ backend: placement.backend, timeoutMs: config.trainer.dist_timeout_s * 1000, ...(placement.backend === "nccl" ? { device: placement.gpu } : {}) });
   return { rank: group.rank, world: group.size, group, device: placement.device };
 }
 
