@@ -25,7 +25,8 @@ using GroupKey = std::tuple<std::string, int, double>;
 // path uses one bias correction per call, so parameters are grouped by device, dtype of
 // what is updated and step count. A parameter with a master copy (masters[i] != 0) has its
 // f32 master, moments and a f32 copy of its gradient updated, and is then written from the
-// master.
+// master. A master may live on another device than its parameter (optimizer offload: the
+// state in host memory); the gradient is copied to it, and the parameter written back.
 std::map<GroupKey, Group> group_params(const double* params, const double* masters, const double* m, const double* v,
                                        double* steps, int32_t n) {
   std::map<GroupKey, Group> groups;
@@ -39,7 +40,9 @@ std::map<GroupKey, Group> group_params(const double* params, const double* maste
     steps[i] += 1;
     Group& grp = groups[{target.device().str(), static_cast<int>(target.scalar_type()), steps[i]}];
     grp.targets.push_back(target);
-    grp.grads.push_back(g.scalar_type() == target.scalar_type() ? g : g.to(target.scalar_type()));
+    // an offloaded state lives in host memory: the gradient goes there too (and is cast)
+    const bool same = g.scalar_type() == target.scalar_type() && g.device() == target.device();
+    grp.grads.push_back(same ? g : g.to(target.device(), target.scalar_type()));
     grp.exp_avgs.push_back(T(vt::unwrap_ptr(m[i])));
     grp.exp_avg_sqs.push_back(T(vt::unwrap_ptr(v[i])));
     if (masters[i] != 0) {

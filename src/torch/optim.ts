@@ -11,7 +11,7 @@ import { ARGS, ARGS_PTR, OUT, OUT_PTR, S, argsAt, check } from "./native.ts";
 import { TorchError } from "./errors.ts";
 import { Tensor } from "./tensor.ts";
 import { keep } from "./scope.ts";
-import { zerosLike } from "./creation.ts";
+import { zeros, zerosLike } from "./creation.ts";
 import { noGrad } from "./autograd.ts";
 
 export interface ParamGroup {
@@ -133,10 +133,25 @@ export interface AdamWOptions {
    * parameter's dtype.
    */
   f32State?: boolean;
+  /**
+   * Keep the state in host memory (verl's optimizer_offload): the moments and a master
+   * copy of every parameter (f32 for 16-bit ones with f32State, else the parameter's dtype)
+   * live on the CPU; a step copies each gradient there, updates the master and writes the
+   * parameter from it. A GPU then holds only the weights and their gradients, 4 bytes a
+   * bf16 parameter instead of 16. The checkpoint layout is the in-device one's.
+   */
+  offload?: boolean;
+  /** Offloaded: the most elements one FFI call steps (its gradients' host copies); default 64 Mi. */
+  offloadChunkElements?: number;
 }
 
 /** Parameters per FFI call: four handle lists of this length fit in ARGS. */
 const ADAMW_BATCH = Math.floor(ARGS.length / 4);
+/**
+ * Elements per FFI call when the state is offloaded: a call holds host copies of its
+ * gradients, so it is cut to bound that memory (64 Mi elements: 256 MiB of f32).
+ */
+const OFFLOAD_CHUNK_ELEMENTS = 64 * 1024 * 1024;
 
 function isHalf(t: Tensor): boolean {
   return t.dtype === "bf16" || t.dtype === "f16";
@@ -157,11 +172,16 @@ export class AdamW extends Optimizer {
   readonly eps: number;
   readonly fused: "auto" | false;
   readonly f32State: boolean;
+  readonly offload: boolean;
+  readonly offloadChunkElements: number;
   /** Whether the last step ran the fused kernel for at least one group. */
   lastStepFused = false;
   #expAvg: Tensor[][];
   #expAvgSq: Tensor[][];
-  /** f32 master copies of 16-bit parameters, made from the parameter at its first step. */
+  /**
+   * f32 master copies of 16-bit parameters (offloaded: of every parameter, in host
+   * memory), made from the parameter at its first step.
+   */
   #master: (Tensor | undefined)[][];
   /** Per-parameter step counts (the shim increments those it updates). */
   #steps: Float64Array[];
@@ -172,15 +192,53 @@ export class AdamW extends Optimizer {
     this.eps = opts.eps ?? 1e-8;
     this.fused = opts.fused ?? "auto";
     this.f32State = opts.f32State ?? true;
-    const moment = (p: Tensor) => keep(this.#hasMaster(p) ? zerosLike(p, { dtype: "f32" }) : zerosLike(p));
+    this.offload = opts.offload ?? false;
+    this.offloadChunkElements = opts.offloadChunkElements ?? OFFLOAD_CHUNK_ELEMENTS;
+    const moment = (p: Tensor) => keep(this.#stateLike(p));
     this.#expAvg = this.groups.map((g) => g.params.map(moment));
     this.#expAvgSq = this.groups.map((g) => g.params.map(moment));
     this.#master = this.groups.map((g) => g.params.map(() => undefined));
     this.#steps = this.groups.map((g) => new Float64Array(g.params.length));
   }
 
+  /** Whether a checkpoint holds a master copy of `p` (a 16-bit parameter with f32 state). */
   #hasMaster(p: Tensor): boolean {
     return this.f32State && isHalf(p);
+  }
+
+  /** Whether `p` is stepped through a master copy (16-bit with f32 state, or offloaded). */
+  #stepsMaster(p: Tensor): boolean {
+    return this.offload || this.#hasMaster(p);
+  }
+
+  /** Zeros shaped as `p` in the state's dtype, on the state's device. */
+  #stateLike(p: Tensor): Tensor {
+    const dtype = this.#hasMaster(p) ? "f32" : p.dtype;
+    return this.offload ? zeros(p.shape, { dtype, device: "cpu" }) : zerosLike(p, { dtype });
+  }
+
+  /** A master copy of `p`'s values: f32 for a 16-bit parameter with f32 state, in the state's place. */
+  #masterOf(values: Tensor, p: Tensor): Tensor {
+    return keep(noGrad(() => this.#stateLike(p).copy_(values)));
+  }
+
+  /** Index ranges of a group's parameters, one FFI call each. */
+  #calls(params: readonly Tensor[]): [number, number][] {
+    const out: [number, number][] = [];
+    let start = 0;
+    let elements = 0;
+    params.forEach((p, i) => {
+      const n = p.numel();
+      const full = i - start >= ADAMW_BATCH || (this.offload && i > start && elements + n > this.offloadChunkElements);
+      if (full) {
+        out.push([start, i - start]);
+        start = i;
+        elements = 0;
+      }
+      elements += n;
+    });
+    if (params.length > start) out.push([start, params.length - start]);
+    return out;
   }
 
   /** Step counts of a group's parameters (a copy). */
@@ -194,10 +252,9 @@ export class AdamW extends Optimizer {
     this.groups.forEach((g, gi) => {
       const masters = this.#master[gi]!;
       g.params.forEach((p, i) => {
-        if (masters[i] === undefined && this.#hasMaster(p)) masters[i] = keep(noGrad(() => p.to({ dtype: "f32" })));
+        if (masters[i] === undefined && this.#stepsMaster(p)) masters[i] = this.#masterOf(p, p);
       });
-      for (let start = 0; start < g.params.length; start += ADAMW_BATCH) {
-        const n = Math.min(ADAMW_BATCH, g.params.length - start);
+      for (const [start, n] of this.#calls(g.params)) {
         for (let i = 0; i < n; i++) {
           ARGS[i] = g.params[start + i]!._h;
           ARGS[n + i] = masters[start + i]?._h ?? 0;
@@ -220,7 +277,8 @@ export class AdamW extends Optimizer {
         tensors[`${gi}.${i}.exp_avg`] = this.#expAvg[gi]![i]!;
         tensors[`${gi}.${i}.exp_avg_sq`] = this.#expAvgSq[gi]![i]!;
         const master = this.#master[gi]![i];
-        if (master !== undefined) tensors[`${gi}.${i}.master`] = master;
+        // an offloaded f32 parameter's master equals it: the in-device layout has none
+        if (master !== undefined && this.#hasMaster(g.params[i]!)) tensors[`${gi}.${i}.master`] = master;
       }),
     );
     const metadata = {
@@ -247,7 +305,7 @@ export class AdamW extends Optimizer {
         const saved = find(state.tensors, `${gi}.${i}.master`);
         this.#master[gi]![i]?.dispose();
         // without a saved master, the next step copies one from the (loaded) parameter
-        this.#master[gi]![i] = saved !== undefined && this.#hasMaster(p) ? keep(zerosLike(p, { dtype: "f32" }).copy_(saved)) : undefined;
+        this.#master[gi]![i] = saved !== undefined && this.#hasMaster(p) ? this.#masterOf(saved, p) : undefined;
       });
     });
   }

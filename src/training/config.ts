@@ -203,6 +203,12 @@ const updateEntries = {
   logprob_chunk_tokens: v.optional(positiveInt("logprob_chunk_tokens"), 1024),
   /** Leave the vision encoder's weights as they are: only the language model trains (verl's name). */
   freeze_vision_tower: v.optional(v.boolean(), false),
+  /**
+   * AdamW's state (moments, f32 master copies) in host memory instead of the GPU's, the
+   * step run there (verl's fsdp_config.optimizer_offload): 12 bytes a parameter move off
+   * the GPU, for a copy of the gradients to the host and back each step.
+   */
+  optimizer_offload: v.optional(v.boolean(), false),
 };
 
 export const ActorSection = v.strictObject({

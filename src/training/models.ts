@@ -25,7 +25,7 @@ export interface Models {
   client: EngineClient;
 }
 
-export function optimizerSettings(optim: TrainConfig["actor"]["optim"], totalSteps: number): OptimizerSettings {
+export function optimizerSettings(optim: TrainConfig["actor"]["optim"], totalSteps: number, offload = false): OptimizerSettings {
   const warmupSteps = optim.lr_warmup_steps >= 0 ? optim.lr_warmup_steps : Math.floor(optim.lr_warmup_steps_ratio * totalSteps);
   return {
     lr: optim.lr,
@@ -36,6 +36,7 @@ export function optimizerSettings(optim: TrainConfig["actor"]["optim"], totalSte
     style: optim.warmup_style,
     minLrRatio: optim.min_lr_ratio,
     totalSteps,
+    offload,
   };
 }
 
@@ -66,7 +67,7 @@ export function loadModels(config: TrainConfig, useCritic: boolean, useReference
     actor.family.dispose();
     throw new VagenError(`${config.model.model_dir}: weights hold NaN or infinite values (${bad.join(", ")})`, "the model directory is corrupt or was saved from a diverged run");
   }
-  const actorOptim = new ParameterOptimizer(trainableWeights(actor.weights, actor.family, config.actor.freeze_vision_tower), optimizerSettings(config.actor.optim, config.trainer.total_steps), zero);
+  const actorOptim = new ParameterOptimizer(trainableWeights(actor.weights, actor.family, config.actor.freeze_vision_tower), optimizerSettings(config.actor.optim, config.trainer.total_steps, config.actor.optimizer_offload), zero);
   let critic: Models["critic"];
   if (useCritic) {
     const model = criticModel(config, actor.family, adapter !== undefined, load);
@@ -74,7 +75,7 @@ export function loadModels(config: TrainConfig, useCritic: boolean, useReference
     // The critic never reads the LM head; leaving it out keeps AdamW from holding its moments.
     const named = new Map([...model.weights].filter(([name]) => name !== "lm_head.weight"));
     for (const [name, t] of head.entries()) named.set(name, t);
-    const optim = new ParameterOptimizer(trainableWeights(named, model.family, config.critic.freeze_vision_tower), optimizerSettings(config.critic.optim, config.trainer.total_steps), zero);
+    const optim = new ParameterOptimizer(trainableWeights(named, model.family, config.critic.freeze_vision_tower), optimizerSettings(config.critic.optim, config.trainer.total_steps, config.critic.optimizer_offload), zero);
     critic = { model, head, named, optim };
   }
   // A LoRA run's reference is the base itself: the actor's family with the adapter off.

@@ -115,6 +115,8 @@ export interface OptimizerSettings {
   style: "constant" | "cosine";
   minLrRatio: number;
   totalSteps: number;
+  /** AdamW's state in host memory (optimizer_offload). */
+  offload?: boolean;
 }
 
 /**
@@ -149,7 +151,7 @@ export class ParameterOptimizer {
     for (const p of this.#all) p.requiresGrad_(true);
     this.#shards = zero?.group !== undefined ? new ZeroShards(this.#all, zero) : undefined;
     this.zeroStage = this.#shards ? (zero!.zeroStage ?? 1) : 0;
-    this.optimizer = new AdamW(this.#shards ? this.#shards.owned() : this.#all, { lr: settings.lr, weightDecay: settings.weightDecay, betas: settings.betas, eps: settings.eps });
+    this.optimizer = new AdamW(this.#shards ? this.#shards.owned() : this.#all, { lr: settings.lr, weightDecay: settings.weightDecay, betas: settings.betas, eps: settings.eps, offload: settings.offload ?? false });
     const schedule =
       settings.style === "cosine"
         ? warmupCosineSchedule({ warmupSteps: settings.warmupSteps, totalSteps: settings.totalSteps, minLrRatio: settings.minLrRatio })

@@ -131,7 +131,9 @@ export class ZeroShards {
       const names = ["exp_avg", "exp_avg_sq", ...(summed[this.params.length + i]! > 0 ? ["master"] : [])];
       for (const name of names) {
         const mine = li === undefined ? undefined : localState.tensors[`0.${li}.${name}`];
-        const t = mine ? torch.keep(mine.clone()) : torch.keep(torch.zeros(p.shape, { dtype: name === "master" ? "f32" : momentDtype(p), device: p.device }));
+        // collectives run on the parameters' device; an offloaded state is in host memory
+        const copy = mine && (mine.device === p.device ? mine.clone() : mine.to({ device: p.device }));
+        const t = torch.keep(copy ?? torch.zeros(p.shape, { dtype: name === "master" ? "f32" : momentDtype(p), device: p.device }));
         group.broadcast(t, this.owner[i]!);
         created.push(t);
         tensors[`0.${i}.${name}`] = t;

@@ -2,8 +2,9 @@
  * Data parallel on 2 CPU ranks (Gloo) with gradients summed in buckets while the backward
  * runs (trainer.ddp_bucket_mb), rows dealt to the ranks by token count, and ZeRO stage 2
  * (sharded gradients and optimizer state): each trains as one process does on the same
- * global batch, the bucketed path bit-equal to the all-reduce after backward, and a
- * ZeRO-2 checkpoint resumes on 1 rank exactly.
+ * global batch, the bucketed path bit-equal to the all-reduce after backward, ZeRO-2
+ * with the optimizer's state offloaded bit-equal to without, and a ZeRO-2 checkpoint
+ * resumes on 1 rank exactly.
  */
 import { describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync } from "node:fs";
@@ -123,6 +124,12 @@ describe("bucketed overlap, token balance and ZeRO-2 on 2 CPU ranks", () => {
         expect([...b.keys()].sort()).toEqual([...a.keys()].sort());
         for (const t of [...a.values(), ...b.values()]) t.dispose();
       }
+      // AdamW's state in host memory (optimizer_offload): on the CPU the same kernels on the
+      // same values, so bit-equal
+      const offloaded = join(root, "zero2-offload");
+      await train(offloaded, [...TWO, "trainer.zero_stage=2", "actor.optimizer_offload=true"]);
+      expectSameMetrics(metrics(zero2), metrics(offloaded), 0, 0);
+      for (const step of [1, 2, 3]) expect(maxWeightDiff(actor(zero2, step), actor(offloaded, step))).toBe(0);
       const resumed = join(root, "zero2-resumed");
       await train(resumed, [...TWO, "trainer.zero_stage=2", "trainer.total_steps=2"]);
       await train(resumed);

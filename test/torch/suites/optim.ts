@@ -172,6 +172,72 @@ export function optimSuite(device: string): void {
       for (const t of [p, q]) t.dispose();
     });
 
+    test("offloaded AdamW keeps its state in host memory and steps as the in-device one; checkpoints cross", () => {
+      // three parameters: f32, bf16 (through an f32 master) and one left without a gradient
+      // at step 2; a chunk of 3 elements puts each parameter in an FFI call of its own
+      const init = { a: [1, 2, -1], b: [0.5, -0.25, 1.5, 2], c: [3] };
+      const grads = [
+        { a: [0.5, -1, 2], b: [0.1, 0.2, -0.3, 0.4], c: [1] },
+        { a: [0.1, 0.3, -0.2], b: [-0.2, 0.1, 0.3, -0.1], c: undefined },
+        { a: [-1, 1, 0.5], b: [0.3, -0.3, 0.2, 0.1], c: [-0.5] },
+      ];
+      const make = () => [
+        torch.keep(T(init.a, [3]).requiresGrad_()),
+        torch.keep(torch.tensor(init.b, [2, 2], { dtype: "bf16", device }).requiresGrad_()),
+        torch.keep(T(init.c, [1]).requiresGrad_()),
+      ];
+      const stepAll = (ps: torch.Tensor[], opt: optim.AdamW, g: (typeof grads)[number]) => {
+        setGrad(ps[0]!, g.a);
+        setGrad(ps[1]!, g.b);
+        if (g.c) setGrad(ps[2]!, g.c);
+        else ps[2]!.grad = undefined;
+        opt.step();
+      };
+      const plainParams = make();
+      const plain = new optim.AdamW(plainParams, { lr: 0.01 });
+      const offParams = make();
+      const off = new optim.AdamW(offParams, { lr: 0.01, offload: true, offloadChunkElements: 3 });
+      for (const g of grads.slice(0, 2)) {
+        stepAll(plainParams, plain, g);
+        stepAll(offParams, off, g);
+      }
+      const state = off.stateDict();
+      // the in-device layout: moments for all, a master for the bf16 parameter only, in host memory
+      expect(Object.keys(state.tensors).sort()).toEqual(Object.keys(plain.stateDict().tensors).sort());
+      expect(Object.values(state.tensors).map((t) => t.device)).toEqual(Object.values(state.tensors).map(() => "cpu"));
+      expect(state.tensors["0.1.master"]!.dtype).toBe("f32");
+      expect(off.paramSteps()).toEqual([2, 2, 1]);
+      expect(offParams[1]!.dtype).toBe("bf16");
+      expect(offParams.map((p) => p.device)).toEqual(offParams.map(() => plainParams[0]!.device));
+      // on the CPU the same kernels run on the same values: bit-equal; on a GPU the host
+      // kernel rounds as it does, so to f32 noise
+      const same = (x: number[], y: number[]) => (device === "cpu" ? expect(x).toEqual(y) : expectClose(x, y, 1e-6, 1e-6));
+      plainParams.forEach((p, i) => same(values(offParams[i]!), values(p)));
+      same(values(state.tensors["0.1.master"]!), values(plain.stateDict().tensors["0.1.master"]!));
+
+      // an offloaded checkpoint resumes in-device and the other way, as if never interrupted
+      const fromOff = make();
+      const fromPlain = make();
+      fromOff.forEach((p, i) => torch.noGrad(() => p.copy_(offParams[i]!)));
+      fromPlain.forEach((p, i) => torch.noGrad(() => p.copy_(plainParams[i]!)));
+      const inDevice = new optim.AdamW(fromOff, { lr: 0.01 });
+      inDevice.loadStateDict(state);
+      const offloaded = new optim.AdamW(fromPlain, { lr: 0.01, offload: true });
+      offloaded.loadStateDict(plain.stateDict());
+      stepAll(plainParams, plain, grads[2]!);
+      stepAll(offParams, off, grads[2]!);
+      stepAll(fromOff, inDevice, grads[2]!);
+      stepAll(fromPlain, offloaded, grads[2]!);
+      plainParams.forEach((p, i) => {
+        same(values(fromPlain[i]!), values(p));
+        same(values(fromOff[i]!), values(offParams[i]!));
+        same(values(offParams[i]!), values(p));
+      });
+      expect(offloaded.paramSteps()).toEqual([3, 3, 2]);
+      for (const o of [plain, off, inDevice, offloaded]) o.dispose();
+      for (const p of [...plainParams, ...offParams, ...fromOff, ...fromPlain]) p.dispose();
+    });
+
     test("parameter groups carry their own lr and weight decay; params without grad are skipped", () => {
       const a = torch.keep(T([1], [1]).requiresGrad_());
       const b = torch.keep(T([1], [1]).requiresGrad_());
