@@ -49,6 +49,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -565,9 +566,14 @@ VT_API int32_t vt_dist_reduce_scatter(void* group, void* output, const double* i
 // parameters' gradients. Backward passes with prepare(.., 0) accumulate locally only
 // (DDP's no_sync): micro-batches reduce once, in the last one's backward.
 //
-// With a keep mask (ZeRO stage 2), a rank keeps the reduced gradient of the parameters it
-// owns only: a bucket's other gradients are freed once flattened into the buffer that is
-// reduced, and not written back.
+// With owners (ZeRO stage 2: each parameter stepped by one rank), a rank keeps the reduced
+// gradient of the parameters it owns only, and a bucket is reduce-scattered instead of
+// all-reduced: its members are laid out by owner, each owner's segment padded to the
+// bucket's largest, so that chunk r of the flat buffer is rank r's share; every rank then
+// receives its own chunk's sums only (half of an all-reduce's traffic; the parameters come
+// back by broadcast after the step). A bucket's other gradients are freed once flattened.
+// Gloo has no reduce-scatter in 1.13: there the padded buffer is all-reduced and the
+// rank's chunk read out of it.
 //
 // The hooks run on the autograd engine's threads (one per device); a mutex guards the
 // state. A hook never throws into the engine: a failure is recorded and finish reports it.
@@ -575,10 +581,14 @@ VT_API int32_t vt_dist_reduce_scatter(void* group, void* output, const double* i
 namespace {
 
 struct GradBucket {
-  std::vector<size_t> members;  // parameter indices, in bucket order
+  std::vector<size_t> members;  // parameter indices, in bucket order (by owner, with owners)
   int64_t numel = 0;
   size_t pending = 0;  // members not yet ready in this synced pass
-  at::Tensor buffer;
+  // with owners: each rank's segment of the members' elements, and the padded chunk size
+  std::vector<int64_t> segment;
+  int64_t chunk = 0;
+  at::Tensor buffer;  // the flat gradients (padded by owner with owners)
+  at::Tensor mine;    // reduce-scatter's output: this rank's chunk of the sums
   c10::intrusive_ptr<c10d::Work> work;
 };
 
@@ -597,6 +607,7 @@ struct GradReducer {
   DistGroup group;  // a copy: the reducer keeps the backend (and its store) alive
   std::vector<at::Tensor> params;
   std::vector<bool> keep;
+  std::vector<int32_t> owner;  // empty: every rank keeps every sum (all-reduce)
   std::vector<size_t> bucket_of;
   std::vector<GradBucket> buckets;
   std::vector<std::pair<uintptr_t, std::shared_ptr<torch::autograd::Node>>> hooks;
@@ -627,18 +638,30 @@ struct GradReducer {
       c10::AutoGradMode no_grad(false);
       GradBucket& b = buckets[k];
       std::vector<at::Tensor> flat;
-      flat.reserve(b.members.size());
+      flat.reserve(b.members.size() + b.segment.size());
       const at::Tensor& first = params[b.members[0]];
+      size_t next = 0;
       for (size_t m : b.members) {
+        // with owners, members come by owner: pad each finished segment to the chunk
+        while (!owner.empty() && static_cast<size_t>(owner[m]) > next) pad(flat, b, next++, first);
         const at::Tensor& g = params[m].grad();
         // a parameter no backward reached: its share of the sum is zero
         flat.push_back(g.defined() ? g.reshape({-1}) : at::zeros({params[m].numel()}, first.options()));
       }
+      while (next < b.segment.size()) pad(flat, b, next++, first);
       b.buffer = at::cat(flat);
       // Gloo over CUDA gradients (ranks sharing a GPU): the bucket is summed in host memory.
       if (via_host(group, b.buffer)) b.buffer = b.buffer.cpu();
       for (size_t m : b.members) {
         if (!keep[m]) params[m].mutable_grad().reset();
+      }
+      if (!owner.empty() && group.backend != kGloo) {
+        b.mine = at::empty({b.chunk}, b.buffer.options());
+        c10d::ReduceScatterOptions opts;
+        opts.reduceOp = c10d::ReduceOp(c10d::ReduceOp::SUM);
+        opts.timeout = group.timeout;
+        b.work = group.pg->_reduce_scatter_base(b.mine, b.buffer, opts);
+        return;
       }
       std::vector<at::Tensor> tensors{b.buffer};
       c10d::AllreduceOptions opts;
@@ -646,8 +669,22 @@ struct GradReducer {
       opts.timeout = group.timeout;
       b.work = group.pg->allreduce(tensors, opts);
     } catch (const std::exception& e) {
-      error = std::string("launching the all-reduce of gradient bucket ") + std::to_string(k) + ": " + e.what();
+      error = std::string("launching the reduction of gradient bucket ") + std::to_string(k) + ": " + e.what();
     }
+  }
+
+  // The zeros after rank r's segment that fill it to the bucket's chunk.
+  static void pad(std::vector<at::Tensor>& flat, const GradBucket& b, size_t r, const at::Tensor& like) {
+    const int64_t missing = b.chunk - b.segment[r];
+    if (missing > 0) flat.push_back(at::zeros({missing}, like.options()));
+  }
+
+  // Where this rank's sums of bucket `b` are once its work is done: the whole buffer, or
+  // with owners this rank's chunk (its first kept member at offset 0).
+  at::Tensor sums(GradBucket& b) {
+    if (owner.empty()) return b.buffer;
+    if (b.mine.defined()) return b.mine;
+    return b.buffer.narrow(0, static_cast<int64_t>(group.rank) * b.chunk, b.chunk);
   }
 
   // Back to the state before a synced pass.
@@ -655,6 +692,7 @@ struct GradReducer {
     for (auto& b : buckets) {
       b.pending = b.members.size();
       b.buffer = at::Tensor();
+      b.mine = at::Tensor();
       b.work.reset();
     }
     std::fill(ready.begin(), ready.end(), false);
@@ -680,11 +718,12 @@ GradReducer& reducer_of(void* handle) {
 
 // A reducer over the parameters (leaves that require grad; at most one reducer each).
 // bucket_bytes: a bucket's size cap (a parameter larger than it gets a bucket of its own).
-// keep: null (keep every reduced gradient) or one flag per parameter (0: this rank drops
-// that reduced gradient: ZeRO stage 2). out: [reducer handle, bucket count]; bucket_of
-// (n doubles): each parameter's bucket.
+// owner: null (every rank keeps every reduced gradient; buckets are all-reduced) or each
+// parameter's owner rank (ZeRO stage 2: a rank keeps the sums of its own parameters, and
+// buckets are reduce-scattered). out: [reducer handle, bucket count]; bucket_of (n
+// doubles): each parameter's bucket.
 VT_API int32_t vt_dist_reducer_new(void* group, const double* handles, int32_t n, int64_t bucket_bytes,
-                                   const double* keep, double* out, double* bucket_of) {
+                                   const double* owner, double* out, double* bucket_of) {
   VT_TRY
   auto& g = group_of(group);
   TORCH_CHECK(n >= 1, "a gradient reducer needs at least one parameter");
@@ -696,7 +735,13 @@ VT_API int32_t vt_dist_reducer_new(void* group, const double* handles, int32_t n
     const at::Tensor& p = r->params[static_cast<size_t>(i)];
     TORCH_CHECK(p.requires_grad() && p.is_leaf(), "parameter ", i, " is not a leaf that requires grad");
     TORCH_CHECK(!p.is_sparse(), "parameter ", i, " is sparse");
-    r->keep.push_back(keep == nullptr || keep[i] != 0);
+    if (owner != nullptr) {
+      const double o = owner[i];
+      TORCH_CHECK(o >= 0 && o < g.size && o == static_cast<int32_t>(o), "parameter ", i, "'s owner ", o,
+                  " is not a rank of this group of ", g.size);
+      r->owner.push_back(static_cast<int32_t>(o));
+    }
+    r->keep.push_back(owner == nullptr || static_cast<int32_t>(owner[i]) == g.rank);
   }
   // Reverse registration order; a new bucket when the cap would be passed or the
   // dtype or device changes.
@@ -719,6 +764,16 @@ VT_API int32_t vt_dist_reducer_new(void* group, const double* handles, int32_t n
     b.numel += p.numel();
     bytes += size;
     r->bucket_of[static_cast<size_t>(i)] = r->buckets.size() - 1;
+  }
+  if (!r->owner.empty()) {
+    // members by owner (in bucket order within an owner); each owner's segment, padded to the largest
+    for (auto& b : r->buckets) {
+      std::stable_sort(b.members.begin(), b.members.end(),
+                       [&](size_t x, size_t y) { return r->owner[x] < r->owner[y]; });
+      b.segment.assign(static_cast<size_t>(g.size), 0);
+      for (size_t m : b.members) b.segment[static_cast<size_t>(r->owner[m])] += r->params[m].numel();
+      b.chunk = *std::max_element(b.segment.begin(), b.segment.end());
+    }
   }
   r->ready.assign(static_cast<size_t>(n), false);
   r->reset();
@@ -764,13 +819,16 @@ VT_API int32_t vt_dist_reducer_finish(void* reducer, double divisor) {
   for (size_t k = 0; k < r.buckets.size(); k++) {
     GradBucket& b = r.buckets[k];
     b.work->wait(r.group.timeout + std::chrono::milliseconds(1000));
-    if (divisor != 1) b.buffer.div_(divisor);
+    at::Tensor sums = r.sums(b);
     int64_t offset = 0;
+    if (divisor != 1) sums.div_(divisor);
     for (size_t m : b.members) {
       at::Tensor& p = r.params[m];
       const int64_t numel = p.numel();
+      // with owners, the sums hold this rank's segment only
+      if (!r.owner.empty() && !r.keep[m]) continue;
       if (r.keep[m]) {
-        at::Tensor sum = b.buffer.narrow(0, offset, numel).view(p.sizes());
+        at::Tensor sum = sums.narrow(0, offset, numel).view(p.sizes());
         at::Tensor& grad = p.mutable_grad();
         if (grad.defined()) {
           grad.copy_(sum);

@@ -23,7 +23,7 @@ import { ptr, type Pointer } from "bun:ffi";
 import { TorchError } from "./errors.ts";
 import { ARGS, ARGS_PTR, OUT, OUT_PTR, S, loadTorch } from "./native.ts";
 import { Tensor } from "./tensor.ts";
-import { isFloating } from "./dtype.ts";
+import { DTYPE_SIZE, isFloating } from "./dtype.ts";
 import { deviceCount } from "./cuda.ts";
 
 export type Backend = "gloo" | "nccl";
@@ -362,11 +362,11 @@ export class ProcessGroup {
     if (params.length === 0) throw this.#error(name, "no parameters");
     const bucketBytes = opts.bucketBytes ?? DEFAULT_BUCKET_BYTES;
     if (!Number.isInteger(bucketBytes) || bucketBytes < 1) throw this.#error(name, `bucketBytes must be a positive integer, got ${bucketBytes}`);
-    if (opts.keep && opts.keep.length !== params.length) throw this.#error(name, `keep has ${opts.keep.length} flags for ${params.length} parameters`);
+    if (opts.owner && opts.owner.length !== params.length) throw this.#error(name, `owner has ${opts.owner.length} ranks for ${params.length} parameters`);
     const n = this.#putHandles(name, params);
-    const keep = opts.keep ? Float64Array.from(opts.keep, (k) => (k ? 1 : 0)) : undefined;
+    const owner = opts.owner ? Float64Array.from(opts.owner) : undefined;
     const bucketOf = new Float64Array(n);
-    const status = S.vt_dist_reducer_new(g, ARGS_PTR, n, bucketBytes, keep ? ptr(keep) : null, OUT_PTR, ptr(bucketOf));
+    const status = S.vt_dist_reducer_new(g, ARGS_PTR, n, bucketBytes, owner ? ptr(owner) : null, OUT_PTR, ptr(bucketOf));
     // Nothing was sent: a refusal here (a parameter that is not a leaf) leaves the group usable.
     if (status !== 0) throw this.#error(name, lastError());
     const handle = OUT[0]!;
@@ -436,15 +436,41 @@ export class ProcessGroup {
 /** DDP's default bucket size: 25 MiB. */
 export const DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024;
 
+/**
+ * The buckets a gradient reducer over `params` makes (the shim's rule, written out so that
+ * ZeRO can deal parameters to ranks bucket by bucket before the reducer exists): in reverse
+ * order, a new bucket when the cap would be passed or the dtype or device changes; a
+ * parameter larger than the cap gets one of its own. Each bucket's indices ascend.
+ */
+export function gradientBuckets(params: readonly Pick<Tensor, "dtype" | "device" | "numel">[], bucketBytes: number): number[][] {
+  const buckets: number[][] = [];
+  let bytes = 0;
+  for (let i = params.length - 1; i >= 0; i--) {
+    const p = params[i]!;
+    const size = p.numel() * DTYPE_SIZE[p.dtype];
+    const head = buckets.length ? params[buckets.at(-1)![0]!]! : undefined;
+    if (!head || head.dtype !== p.dtype || head.device !== p.device || bytes + size > bucketBytes) {
+      buckets.push([]);
+      bytes = 0;
+    }
+    buckets.at(-1)!.unshift(i);
+    bytes += size;
+  }
+  return buckets;
+}
+
 export interface GradientReducerOptions {
   /** A bucket's size cap in bytes (default 25 MiB, as DDP); a larger parameter gets a bucket of its own. */
   bucketBytes?: number;
   /**
-   * One flag per parameter: whether this rank keeps its reduced gradient (default: all).
-   * ZeRO stage 2 keeps the gradients of the parameters the rank steps; the others are
-   * freed once their bucket is flattened for its all-reduce, and stay undefined.
+   * Each parameter's owner, the rank that steps it (ZeRO stage 2; default: none, every
+   * rank keeps every sum). A rank then keeps the reduced gradients of its own parameters
+   * only (the others are freed once their bucket is flattened, and stay undefined), and
+   * each bucket is reduce-scattered: laid out by owner, each owner's segment padded to the
+   * bucket's largest, every rank receives its segment's sums (Gloo, which has no
+   * reduce-scatter in libtorch 1.13: all-reduced, the segment read out).
    */
-  keep?: readonly boolean[];
+  owner?: readonly number[];
 }
 
 interface GroupAccess {

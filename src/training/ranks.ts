@@ -16,6 +16,11 @@ export interface RankContext {
    * Absent: stage 1 (a context given for ZeRO without a stage).
    */
   zeroStage?: 1 | 2;
+  /**
+   * ZeRO: the gradient reducer's bucket size in bytes (trainer.ddp_bucket_mb; 0: one
+   * all-reduce after the backward). Parameters are dealt to owners bucket by bucket.
+   */
+  bucketBytes?: number;
   /** Where this rank's model lives (rankPlacement; absent: model.device). */
   device?: string;
 }

@@ -174,8 +174,8 @@ export class ParameterOptimizer {
     const held = this.#reducer;
     if (held && held.group === group && held.bucketBytes === bucketBytes && !held.reducer.disposed) return held.reducer;
     held?.reducer.dispose();
-    const keep = this.zeroStage === 2 ? this.#shards!.ownedMask() : undefined;
-    const reducer = group.gradientReducer(this.#all, { bucketBytes, ...(keep ? { keep } : {}) });
+    const owner = this.zeroStage === 2 ? this.#shards!.owner : undefined;
+    const reducer = group.gradientReducer(this.#all, { bucketBytes, ...(owner ? { owner } : {}) });
     this.#reducer = { bucketBytes, group, reducer };
     return reducer;
   }

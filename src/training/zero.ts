@@ -5,14 +5,15 @@
  * reduced gradients too.
  *
  *   gradients   summed over the ranks; stage 1 keeps them whole on every rank, stage 2
- *               only the owned parameters' (the others are freed once reduced)
+ *               only the owned parameters' (each bucket reduce-scattered to its owners;
+ *               the others are freed once flattened)
  *   clip        over the whole gradient, the same on every rank (stage 2: the squared
  *               norms of the shares summed over the ranks)
  *   step        each rank steps the parameters it owns
  *   parameters  each is broadcast from its owner, so every rank holds the whole model
  *
- * Parameters are dealt to ranks by size, largest first, each to the rank with the fewest
- * elements so far. A checkpoint holds the whole state in the layout of an unsharded
+ * Parameters are dealt to ranks by size within each gradient bucket, largest first, each
+ * to the rank with the fewest elements so far. A checkpoint holds the whole state in the layout of an unsharded
  * AdamW over all parameters (gathered from the owners when it is written), so it resumes
  * on any number of ranks.
  */
@@ -20,17 +21,28 @@ import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
 import type { RankContext } from "./ranks.ts";
 import { sumOverRanks } from "./data-parallel.ts";
+import { DEFAULT_BUCKET_BYTES, gradientBuckets } from "../torch/distributed.ts";
 
-/** owner[i]: the rank that steps parameter i. */
-export function partitionParameters(sizes: readonly number[], world: number): number[] {
+/**
+ * owner[i]: the rank that steps parameter i. Within each bucket (all parameters as one
+ * when none are given), largest first, each to the rank with the fewest of the bucket's
+ * elements so far, then the fewest overall: a bucket's reduce-scatter pads every rank's
+ * segment to the largest, so even segments waste least, and a parameter alone in its
+ * bucket goes to the least loaded rank.
+ */
+export function partitionParameters(sizes: readonly number[], world: number, buckets: readonly (readonly number[])[] = [sizes.map((_, i) => i)]): number[] {
   const load = new Array<number>(world).fill(0);
   const owner = new Array<number>(sizes.length).fill(0);
-  const order = sizes.map((n, i) => ({ n, i })).sort((a, b) => b.n - a.n || a.i - b.i);
-  for (const { n, i } of order) {
-    let best = 0;
-    for (let r = 1; r < world; r++) if (load[r]! < load[best]!) best = r;
-    owner[i] = best;
-    load[best]! += n;
+  for (const bucket of buckets) {
+    const inBucket = new Array<number>(world).fill(0);
+    const order = [...bucket].sort((a, b) => sizes[b]! - sizes[a]! || a - b);
+    for (const i of order) {
+      let best = 0;
+      for (let r = 1; r < world; r++) if (inBucket[r]! < inBucket[best]! || (inBucket[r] === inBucket[best] && load[r]! < load[best]!)) best = r;
+      owner[i] = best;
+      inBucket[best]! += sizes[i]!;
+      load[best]! += sizes[i]!;
+    }
   }
   return owner;
 }
@@ -52,7 +64,10 @@ export class ZeroShards {
     readonly params: readonly Tensor[],
     readonly ranks: RankContext,
   ) {
-    this.owner = partitionParameters(params.map((p) => p.numel()), ranks.world);
+    // dealt within the gradient reducer's buckets (one for all without buckets: ddp_bucket_mb 0)
+    const bucketBytes = ranks.bucketBytes ?? DEFAULT_BUCKET_BYTES;
+    const buckets = bucketBytes > 0 ? gradientBuckets(params, bucketBytes) : undefined;
+    this.owner = partitionParameters(params.map((p) => p.numel()), ranks.world, buckets);
     let next = 0;
     this.local = this.owner.map((r) => (r === ranks.rank ? next++ : undefined));
   }
@@ -60,11 +75,6 @@ export class ZeroShards {
   /** The parameters this rank steps, in global order. */
   owned(): Tensor[] {
     return this.params.filter((_, i) => this.owner[i] === this.ranks.rank);
-  }
-
-  /** Per parameter: whether this rank steps it (stage 2 keeps exactly these gradients). */
-  ownedMask(): boolean[] {
-    return this.owner.map((r) => r === this.ranks.rank);
   }
 
   /** Stage 2 after a whole-gradient all-reduce: frees the gradients of parameters other ranks step. */

@@ -7,7 +7,7 @@
  * Prints one JSON object per line ({"rank", "event", ...}). Scenarios:
  *   equal  a small model in several buckets, three steps (micro-batches; a parameter no
  *          backward reaches; one used in an early micro-batch on rank 1 only; a step in
- *          which rank 1 has nothing to backpropagate; a keep mask): the reducer's
+ *          which rank 1 has nothing to backpropagate; owners, ZeRO-2): the reducer's
  *          gradients against the plain coalesced all-reduce after backward
  *   die    after a barrier, rank 1 runs part of a synced backward and kills itself;
  *          rank 0 reports what its backward and finish say ({"event":"error"})
@@ -94,9 +94,12 @@ function equal(pg: torch.distributed.ProcessGroup): void {
     zeroGrad(params);
   }
   reducer.dispose();
-  // keep mask (ZeRO-2): this rank keeps every other parameter; divideBy halves the sums
-  const keep = params.map((_, i) => i % 2 === rank % 2);
-  const sharded = pg.gradientReducer(params, { bucketBytes: 200, keep });
+  // owners (ZeRO-2): rank i mod 2 steps parameter i and keeps its sums; the first bucket
+  // (3, 4, 5) is laid out by owner with rank 0's segment (5 elements) padded to rank 1's
+  // (24) and reduce-scattered; divideBy halves the sums
+  const owner = params.map((_, i) => i % 2);
+  const keep = owner.map((o) => o === rank);
+  const sharded = pg.gradientReducer(params, { bucketBytes: 200, owner });
   for (let m = 0; m < 3; m++) {
     sharded.prepare(m === 2);
     torch.tidy(() => microLoss(params, 0, m).backward());

@@ -2,7 +2,7 @@
  * The gradient reducer (DDP's bucketed all-reduce overlapping backward) on 2 Gloo ranks
  * (test/torch/reducer-worker.ts): the same gradients as a plain all-reduce after backward
  * (f32 to 1e-6) with several buckets, micro-batches, parameters that get no gradient and a
- * rank with nothing to backpropagate; a keep mask (ZeRO-2) keeps only the rank's share;
+ * rank with nothing to backpropagate; with owners (ZeRO-2) each rank keeps only its share;
  * a rank that dies mid-backward makes the other fail with a clear error, not hang.
  */
 import { describe, expect, test } from "bun:test";
@@ -93,7 +93,7 @@ describe.skipIf(!haveGloo)("gradient reducer on 2 Gloo ranks", () => {
       }
       // both ranks hold the same sums
       expect(maxDiff((got[0]!.bucketed as (number[] | null)[][]).flat(), (got[1]!.bucketed as (number[] | null)[][]).flat())).toBe(0);
-      // keep mask: each rank holds its share (halved sums of step 0), the other parameters' gradients are freed
+      // owners: each rank holds its share (halved sums of step 0), the other parameters' gradients are freed
       for (const m of got) {
         const keep = m!.keep as boolean[];
         const kept = m!.kept as (number[] | null)[];

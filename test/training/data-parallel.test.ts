@@ -12,6 +12,7 @@ import { spawn } from "bun";
 import * as torch from "../../src/torch/index.ts";
 import { rankItems } from "../../src/training/data-parallel.ts";
 import { partitionParameters } from "../../src/training/zero.ts";
+import { gradientBuckets } from "../../src/torch/distributed.ts";
 
 const CONFIG = join(import.meta.dir, "digit.yaml");
 const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
@@ -85,6 +86,25 @@ describe("ZeRO-1 partition", () => {
     // sizes 10, 7, 5, 3, 1 on 2 ranks: 10 -> 0, 7 -> 1, 5 -> 1 (7 < 10), 3 -> 0, 1 -> 1 (12 < 13)
     expect(partitionParameters([10, 7, 5, 3, 1], 2)).toEqual([0, 1, 1, 0, 1]);
     expect(partitionParameters([4, 4], 1)).toEqual([0, 0]);
+  });
+
+  test("within gradient buckets: each bucket's shares as even as whole parameters allow", () => {
+    // buckets [0, 1, 2] and [3, 4]. Bucket 1: 10 -> 0, 7 -> 1, 5 -> 1 (7 < 10): shares 10 / 12.
+    // Bucket 2 starts even within itself, so 6 -> 0 (fewest overall: 10 < 12), 3 -> 1: 6 / 3.
+    expect(partitionParameters([10, 7, 5, 6, 3], 2, [[0, 1, 2], [3, 4]])).toEqual([0, 1, 1, 0, 1]);
+    // one bucket is the whole-model rule
+    expect(partitionParameters([10, 7, 5, 3, 1], 2, [[0, 1, 2, 3, 4]])).toEqual(partitionParameters([10, 7, 5, 3, 1], 2));
+    // a parameter alone in its bucket goes to the least loaded rank: 4 -> 0, 5 -> 1, 8 -> 0 (4 < 5)
+    expect(partitionParameters([8, 5, 4], 2, [[2], [1], [0]])).toEqual([0, 1, 0]);
+  });
+
+  test("gradientBuckets follows the reducer's rule: reverse order, by cap, dtype and device", () => {
+    const p = (n: number, dtype: "f32" | "bf16" = "f32", device = "cpu") => ({ numel: () => n, dtype, device });
+    // 4-byte elements, cap 40 bytes: from the end, 3 + 5 elements (32 B), then 4 overflows
+    expect(gradientBuckets([p(2), p(4), p(3), p(5)], 40)).toEqual([[2, 3], [0, 1]]);
+    // a parameter over the cap alone; a dtype change starts a bucket
+    expect(gradientBuckets([p(1), p(20), p(1, "bf16"), p(1, "bf16")], 40)).toEqual([[2, 3], [1], [0]]);
+    expect(gradientBuckets([p(1, "f32", "cuda:0"), p(1)], 40)).toEqual([[1], [0]]);
   });
 });
 

@@ -186,7 +186,7 @@ export function optimSuite(device: string): void {
         torch.keep(torch.tensor(init.b, [2, 2], { dtype: "bf16", device }).requiresGrad_()),
         torch.keep(T(init.c, [1]).requiresGrad_()),
       ];
-      const stepAll = (ps: torch.Tensor[], opt: optim.AdamW, g: (typeof grads)[number]) => {
+      const stepAll = (ps: torch.Tensor[], opt: InstanceType<typeof optim.AdamW>, g: (typeof grads)[number]) => {
         setGrad(ps[0]!, g.a);
         setGrad(ps[1]!, g.b);
         if (g.c) setGrad(ps[2]!, g.c);
