@@ -35,6 +35,8 @@ export interface DemoRecipe {
   /** The Sokoban levels of every phase (unset: VAGEN's, 6x6 with one box, solved in 1-5 moves) and the turn limit. */
   sokobanLevels?: SokobanLevels;
   sokobanMaxTurns?: number;
+  /** Pixels a Sokoban cell is resized to (unset: 14, one vision patch a cell; 28: one merged image token a cell). */
+  sokobanCellPixels?: 14 | 28;
   /** wm format: the chance that a demonstration's stated object is misplaced on one axis (src/sft/reasoning.ts). */
   sftStateNoiseProb?: number;
   /**

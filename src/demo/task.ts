@@ -46,7 +46,7 @@ export interface DemoTask {
   /**
    * The image processor's pixel budget. FrozenLake: one merged image token per board cell.
    * Sokoban: 14 px a cell (its 96 x 96 render of a 6x6 room comes out 84 x 84), one
-   * vision patch a cell.
+   * vision patch a cell; or 28, one merged image token a cell.
    */
   maxPixels: number;
   /** The processor's smallest image area (unset: 56 x 56); Sokoban's is its exact size, so no room is scaled below it. */
@@ -73,7 +73,7 @@ export function demoTask(
   env: DemoEnv,
   render: DemoRender,
   board: FrozenLakeBoard = { size: 4, p: 0.8 },
-  sokoban: { levels?: SokobanLevels; format?: DemoFormat; maxTurns?: number } = {},
+  sokoban: { levels?: SokobanLevels; format?: DemoFormat; maxTurns?: number; cellPixels?: 14 | 28 } = {},
 ): DemoTask {
   const seeds = { sftSeedStart: 1_000_000, trainSeedStart: 0, valSeedStart: 5_000_000, harness: OBSERVATION_ONLY_HARNESS };
   const format = sokoban.format ?? "answer";
@@ -86,13 +86,14 @@ export function demoTask(
   const [rows, cols] = levels.dimRoom;
   // The env renders 16 px a cell; at 14 px a cell each cell is one vision patch and each
   // merged image token 2 x 2 cells (84 x 84 for 6x6: 36 patches, 9 tokens). 28 px a cell
-  // (one token a cell, as on FrozenLake) made a supervised step 3.2 s instead of ~0.6 s
-  // on the CPU (docs/demo.md).
-  const pixels = 14 * rows * 14 * cols;
+  // (one token a cell, as on FrozenLake: 168 x 168, 144 patches, 36 tokens) made a
+  // supervised step 3.2 s instead of ~0.6 s on the CPU (docs/demo.md).
+  const cell = sokoban.cellPixels ?? 14;
+  const pixels = cell * rows * cell * cols;
   return {
     envName: "Sokoban",
     envConfig: { ...oneMove, dim_room: levels.dimRoom, num_boxes: levels.numBoxes, min_solution_steps: levels.minSolutionSteps },
-    maxPixels: pixels + 14 * (rows + cols) + 1,
+    maxPixels: pixels + cell * (rows + cols) + 1,
     minPixels: pixels,
     format,
     maxTurns: sokoban.maxTurns ?? (levels.minSolutionSteps?.[1] ?? 10) + 4,

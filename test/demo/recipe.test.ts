@@ -69,6 +69,9 @@ describe("demo recipe", () => {
     const image = (await new SokobanEnv(task.envConfig).reset(0)).obs.images[0]!;
     expect([image.height, image.width]).toEqual([96, 96]);
     expect(smartResize(image.height, image.width, 28, task.minPixels, task.maxPixels)).toEqual([84, 84]);
+    // 28 px a cell: one merged image token a cell
+    const big = demoTask("sokoban", "vision", undefined, { levels: SOKOBAN_CPU_RECIPE.sokobanLevels, cellPixels: 28 });
+    expect(smartResize(image.height, image.width, 28, big.minPixels, big.maxPixels)).toEqual([168, 168]);
   });
 
   for (const format of DEMO_FORMATS) {
