@@ -76,6 +76,7 @@ import { openRunLoggers, planLoggers, type RunLoggers } from "./loggers/index.ts
 import { anyRank, exchange, mergeRollouts, toWireRollout } from "./data-parallel.ts";
 import { SINGLE_RANK, type RankContext } from "./ranks.ts";
 import { acquireRunLock } from "./run-lock.ts";
+import { resetStepMemory, stepMemory } from "./memory.ts";
 import { prepareStateRewards, rewardedEnvFactory, StateRewardScorers } from "./state-rewards.ts";
 import { StepBatch } from "./step-batch.ts";
 import { updateActor, updateCritic } from "./update.ts";
@@ -414,6 +415,7 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
       const current = step + 1;
       emit({ type: "step_started", step: current, totalSteps: trainer.total_steps });
       const stepStart = performance.now();
+      resetStepMemory(rankDevice);
       const timer = new Timer(current, emit, watchdog);
       const metrics: Record<string, number> = {};
       const rng = new Rng(trainer.seed, current);
@@ -591,6 +593,7 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
       const stepSeconds = (performance.now() - stepStart) / 1000;
       metrics["timing_s/step"] = stepSeconds;
       metrics["perf/generation_share"] = (timer.timings["timing_s/gen"] ?? 0) / stepSeconds;
+      Object.assign(metrics, stepMemory(rankDevice, ranks, `step/${current}/memory`));
       step = current;
       Object.assign(metrics, loggers.metrics());
       metricsLog?.append(step, metrics);
