@@ -617,9 +617,9 @@ export class Tensor {
     const r = pair(S.vt_pair_op(OPS.pair.var_mean, this._h, dim ?? ALL_DIMS, (opts.unbiased ?? true) ? 1 : 0, opts.keepdim ? 1 : 0, 0, OUT_PTR));
     return { var: r.values, mean: r.indices };
   }
-  /** Vector p-norm (default 2) over dims (default all). */
-  norm(p = 2, dim?: number | readonly number[], keepdim = false): Tensor {
-    return this.#reduce(OPS.reduce.norm, dim, keepdim, undefined, p);
+  /** Vector p-norm (default 2) over dims (default all); `dtype` accumulates and returns in it (no copy of the input). */
+  norm(p = 2, dim?: number | readonly number[], keepdim = false, opts: { dtype?: DType } = {}): Tensor {
+    return this.#reduce(OPS.reduce.norm, dim, keepdim, opts.dtype, p);
   }
   countNonzero(dim?: number | readonly number[]): Tensor {
     return this.#reduce(OPS.reduce.count_nonzero, dim, false);

@@ -88,14 +88,17 @@ export class ZeroShards {
 
   /**
    * Stage 2's clip_grad_norm: the 2-norm of the whole gradient from each rank's share
-   * (squares summed in f64 over the owned gradients, then over the ranks), and the owned
+   * (each owned gradient's norm in f32, their squares summed in f64, then over the ranks), and the owned
    * gradients scaled by min(1, maxNorm / (norm + 1e-6)) as torch's clip_grad_norm_ does.
    * Every rank gets the same norm. Returns it.
    */
   clipShardedGradients(maxNorm: number): number {
     const grads = this.owned().flatMap((p) => (p.grad ? [p.grad] : []));
     try {
-      const local = torch.tidy(() => grads.reduce((acc, g) => acc + g.to({ dtype: "f64" }).square().sum().item(), 0));
+      // each gradient's norm accumulated in f32 as the unsharded clip does (no f64 copy of
+      // a gradient: those all lived until the tidy ended, 16 bytes a parameter), the squares
+      // summed in f64
+      const local = torch.tidy(() => (grads.length ? torch.stack(grads.map((g) => g.norm(2, undefined, false, { dtype: "f32" }))).to({ dtype: "f64" }).square().sum().item() : 0));
       const norm = Math.sqrt(sumOverRanks(this.ranks, { sq: local }).sq!);
       const coef = Math.min(1, maxNorm / (norm + 1e-6));
       if (Number.isFinite(norm) && coef < 1) torch.noGrad(() => grads.forEach((g) => g.mul_(coef)));

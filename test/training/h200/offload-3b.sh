@@ -5,8 +5,10 @@
 #   offload        one process, the whole state in host memory
 #   zero2-offload  two ranks sharing the GPU over Gloo, ZeRO-2 (each rank keeps half the
 #                  state, in host memory, and half the reduced gradients)
-# STEPS steps each; GPU memory (nvidia-smi, every 0.5 s) and host memory in use
-# (MemTotal - MemAvailable, every 0.5 s) sampled; a summary line per variant in OUT/summary.txt.
+# STEPS steps each; GPU memory (nvidia-smi, every 0.5 s: all processes, the allocators'
+# caches included) and host memory in use (MemTotal - MemAvailable, every 0.5 s) sampled,
+# and each step's peak CUDA allocation and reservation and resident host memory of the
+# largest rank from metrics.jsonl; a summary line per variant in OUT/summary.txt.
 # Usage (repository root, bun and libtorch set up): bash test/training/h200/offload-3b.sh OUT_DIR [VARIANT...]
 set -uo pipefail
 OUT=${1:?out dir}
@@ -41,6 +43,7 @@ k=lambda r,n: r.get('timing_s/'+n,0)
 t=[k(r,'step') for r in rows]
 a=[k(r,'update_actor') for r in rows]
 c=[k(r,'update_critic') for r in rows]
-print('steps=%d step_s=%s actor_update_s=%s critic_update_s=%s' % (len(rows), ','.join('%.1f'%x for x in t), ','.join('%.1f'%x for x in a), ','.join('%.1f'%x for x in c)))")
+m=lambda n: ','.join('%.1f'%r.get('perf/'+n,0) for r in rows)
+print('steps=%d step_s=%s actor_update_s=%s critic_update_s=%s rank_peak_allocated_gib=%s rank_peak_reserved_gib=%s rank_rss_gib=%s' % (len(rows), ','.join('%.1f'%x for x in t), ','.join('%.1f'%x for x in a), ','.join('%.1f'%x for x in c), m('max_memory_allocated_gb'), m('max_memory_reserved_gb'), m('cpu_memory_rss_gb')))")
   echo "$variant rc=$rc wall_s=$(( $(date +%s) - start )) gpu_peak_mib=$(sort -n "$OUT/gpu-$variant.txt" | tail -1) host_peak_mib=$(sort -n "$OUT/host-$variant.txt" | tail -1) $steps" | tee -a "$OUT/summary.txt"
 done
