@@ -9,6 +9,7 @@ import { isAbsolute, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import * as v from "valibot";
 import { VagenError } from "../src/core/errors.ts";
+import { isImportPath } from "../src/core/env-plan.ts";
 import registryFile from "../configs/env_registry.yaml";
 import type { Env } from "./_common/types.ts";
 import { closestName, parseConfig } from "./_common/config.ts";
@@ -52,9 +53,7 @@ export function getEnvDefinition(name: string): EnvDefinition | undefined {
 }
 
 /** True when `ref` is an import path (`file.ts:Export` or a path to a module file). */
-export function isImportPath(ref: string): boolean {
-  return /\.(ts|tsx|js|mjs)(:|$)/.test(ref) || ref.includes("/");
-}
+export { isImportPath };
 
 /**
  * Resolves a registered name or an import path to its definition. An import path's export

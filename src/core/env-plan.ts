@@ -7,6 +7,23 @@
 import { VagenError } from "./errors.ts";
 import { directiveSeeds, normalizeSeedDirective, type SeedDirective, seedDirectiveProblem } from "./seeds.ts";
 
+/** Whether an env (or harness) reference is an import path (`path/to/file.ts:Export`) rather than a registered name. */
+export function isImportPath(ref: string): boolean {
+  return /\.(ts|tsx|js|mjs)(:|$)/.test(ref) || ref.includes("/");
+}
+
+/**
+ * The env's name as it keys the seed directive's stream: a registered name as written, an
+ * import path by its file's base name and export (`digit-env.ts:DigitEnv`). Configs make
+ * a relative import path absolute (and a run's config.yaml keeps it so), so hashing the
+ * path itself would draw other episodes from the same config in another folder.
+ */
+export function seedStreamName(name: string): string {
+  if (!isImportPath(name)) return name;
+  const slash = Math.max(name.lastIndexOf("/"), name.lastIndexOf("\\"));
+  return name.slice(slash + 1);
+}
+
 /**
  * One entry of a list of env specs, in VAGEN's semantics (its dataset yaml's `envs[]`,
  * and vagen's eval `envs:` entries). Which seeds the episodes get, first match wins:
@@ -14,7 +31,7 @@ import { directiveSeeds, normalizeSeedDirective, type SeedDirective, seedDirecti
  * `[lo, hi, k]`, or a bare `a`; see src/core/seeds.ts), else `seedStart + i` (from 0).
  */
 export interface EnvSpec {
-  /** Registered env name or import path; also part of the seed directive's hash. */
+  /** Registered env name or import path; also part of the seed directive's hash (seedStreamName). */
   name: string;
   /** The env's own config, passed through untouched. */
   config: Record<string, unknown>;
@@ -59,7 +76,7 @@ export function envSpecSeeds(spec: EnvSpec, specIndex: number, baseSeed: number,
     const directive: SeedDirective = normalizeSeedDirective(spec.seed);
     const problem = seedDirectiveProblem(directive, spec.count);
     if (problem) throw new VagenError(`${where}: ${problem}`, "widen [lo, hi], raise k, or lower episodes");
-    return directiveSeeds(directive, spec.count, { baseSeed, specIndex, name: spec.name, split: spec.split ?? "default" });
+    return directiveSeeds(directive, spec.count, { baseSeed, specIndex, name: seedStreamName(spec.name), split: spec.split ?? "default" });
   }
   const start = spec.seedStart ?? 0;
   return Array.from({ length: spec.count }, (_, i) => start + i);

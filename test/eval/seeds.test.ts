@@ -7,6 +7,7 @@ import { validate } from "../../src/config/index.ts";
 import { blake2b } from "../../src/core/blake2b.ts";
 import { EvalConfig } from "../../src/evaluation/config.ts";
 import { buildEvalPlan, envSpecSeeds, type EvalPlan } from "../../src/evaluation/plan.ts";
+import { seedStreamName } from "../../src/core/env-plan.ts";
 import { PythonRandom, pythonRange } from "../../src/core/python-random.ts";
 import { directiveSeeds, pythonListRepr, type SeedDirective, seedRngSeed, type SeedStream } from "../../src/core/seeds.ts";
 
@@ -180,5 +181,19 @@ describe("seed directives in an eval config", () => {
     expect(envSpecSeeds(spec, 0, 0)).toEqual(episodeSeedsForTag(c, "a"));
     expect(envSpecSeeds(spec, 1, 0)).toEqual(directiveSeeds([0, 9, 1], 2, { baseSeed: 0, specIndex: 1, name: "Sokoban", split: "default" }));
     expect(envSpecSeeds(spec, 0, 3)).toEqual(directiveSeeds([0, 9, 1], 2, { baseSeed: 3, specIndex: 0, name: "Sokoban", split: "default" }));
+  });
+
+  test("an env named by import path draws the same seeds from any folder (its file's base name and export key the stream)", () => {
+    expect(seedStreamName("Sokoban")).toBe("Sokoban");
+    expect(seedStreamName("./envs/digit-env.ts:DigitEnv")).toBe("digit-env.ts:DigitEnv");
+    expect(seedStreamName("/home/a/run/digit-env.ts:DigitEnv")).toBe("digit-env.ts:DigitEnv");
+    expect(seedStreamName("C:\\work\\digit-env.ts:DigitEnv")).toBe("digit-env.ts:DigitEnv");
+    const at = (name: string) => envSpecSeeds({ name, config: {}, count: 4, seed: [0, 999, 1], maxTurns: 5 }, 0, 0);
+    // as a config writes it, and as it is after resolution in two checkouts
+    const seeds = at("./digit-env.ts:DigitEnv");
+    expect(at("/tmp/a/test/training/digit-env.ts:DigitEnv")).toEqual(seeds);
+    expect(at("/work/b/test/training/digit-env.ts:DigitEnv")).toEqual(seeds);
+    // a different export or file is another stream
+    expect(at("./digit-env.ts:OtherEnv")).not.toEqual(seeds);
   });
 });
