@@ -75,6 +75,8 @@ export interface DemoRecipe {
   rlMiniBatch?: number;
   /** Env keys the RL phase sets over the task's (its rewards: `format_reward`, `success_reward`); unset: the env's defaults. */
   rlEnvConfig?: Record<string, unknown>;
+  /** GiGPO's omega, the step-level advantage's weight against the episode's (unset: 1, its authors'). */
+  rlStepAdvantageWeight?: number;
   /** Held-out validation episodes (before RL, and at the end). */
   valEpisodes: number;
   /**
@@ -321,7 +323,7 @@ export function trainConfig(
           // apart from the other moves tried on the same board. Advantages are centred, not
           // divided by the group's spread: dividing blows the small return differences of two
           // safe paths (0.95^3 against 0.95^5) up to the size of a fall into a hole.
-          { adv_estimator: "gigpo", gamma: 0.95, step_advantage_w: 1.0, gigpo_mode: "mean_norm" }
+          { adv_estimator: "gigpo", gamma: 0.95, step_advantage_w: recipe.rlStepAdvantageWeight ?? 1.0, gigpo_mode: "mean_norm" }
         : { adv_estimator: DEMO_ALGORITHMS[opts.algorithm], gamma: 1.0, lam: 1.0 },
     // Cosine decay to zero over the run: at a constant lr the late steps' noise undid part
     // of the lift (docs/demo.md).
