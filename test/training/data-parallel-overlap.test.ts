@@ -16,15 +16,15 @@ import * as torch from "../../src/torch/index.ts";
 const CONFIG = join(import.meta.dir, "digit.yaml");
 const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
 
-/** As data-parallel.test.ts: rollout correction off (its weights follow how the engine batched a step), the actor's lr 1e-3. */
+/** As data-parallel.test.ts: rollout correction off (its weights follow how the engine batched a step), the actor's lr 1e-3 and Adam's eps 1e-6. */
 function args(dir: string, extra: string[] = []): string[] {
-  return ["bun", MAIN, "train", CONFIG, `trainer.output_dir=${dir}`, "trainer.total_steps=3", "trainer.save_freq=1", "trainer.keep_checkpoints=3", "algorithm.rollout_correction.rollout_is=null", "actor.optim.lr=1e-3", "--no-tui", "--quiet-phases", ...extra];
+  return ["bun", MAIN, "train", CONFIG, `trainer.output_dir=${dir}`, "trainer.total_steps=3", "trainer.save_freq=1", "trainer.keep_checkpoints=3", "algorithm.rollout_correction.rollout_is=null", "actor.optim.lr=1e-3", "actor.optim.eps=1e-6", "--no-tui", "--quiet-phases", ...extra];
 }
 
 /** 2 ranks, buckets of 0.1 MiB: the tiny fixture's 0.8 MB of weights in several buckets. */
 const TWO = ["trainer.n_gpus_per_node=2", "trainer.dist_timeout_s=60", "trainer.ddp_bucket_mb=0.1"];
 
-/** data-parallel.test.ts's tolerances: 1e-5 after steps 1 and 2 at lr 1e-3 (Adam turns summation-order bits of near-zero gradients into a fraction of lr). */
+/** data-parallel.test.ts's tolerances: 1e-5 after steps 1 and 2 at lr 1e-3, eps 1e-6 (Adam turns summation-order bits of near-zero gradients into a fraction of lr). */
 const WEIGHT_TOLERANCE: Record<number, number> = { 1: 1e-5, 2: 1e-5 };
 
 async function run(cmd: string[]): Promise<{ code: number; stderr: string }> {

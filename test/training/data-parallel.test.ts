@@ -20,15 +20,17 @@ const MAIN = join(import.meta.dir, "../../src/cli/main.ts");
 /**
  * Rollout correction off: its weights read the engine's sampled log-probs, which move in
  * their last bits with how the engine batched a step's requests (different on one rank and
- * on two). The actor's lr is 1e-3, not the config's 1e-2: Adam's first step is
- * lr * g / (|g| + eps), so a weight whose gradient nearly cancels over the batch (|g| near
- * eps = 1e-8, common where advantages sum to zero over a group) turns the summation-order
- * bits of two ranks' partial sums into a fraction of lr. Measured: after steps 1 and 2,
- * 2.4e-5 apart at lr 1e-2 and 2.4e-6 / 2.7e-6 at 1e-3 (the same in three runs), while a
- * wrong reduction moves weights by about lr.
+ * on two). The actor's lr is 1e-3, not the config's 1e-2, and Adam's eps 1e-6, not 1e-8:
+ * Adam's first step is lr * g / (|g| + eps), so a weight whose gradient nearly cancels over
+ * the batch (|g| near eps, common in the LM head where advantages sum to zero over a
+ * group) turns the summation-order bits of two ranks' partial sums into a fraction of lr.
+ * Measured at eps 1e-8: after step 1, 2.4e-5 apart at lr 1e-2, and at 1e-3 2.4e-6 or
+ * 1.6e-5 depending on the episodes drawn (one lm_head entry); at eps 1e-6 8.6e-7, while
+ * the step still moves 76,503 of the 205,024 weights by more than 1e-4 (a wrong reduction
+ * moves weights by about lr).
  */
 function args(dir: string, extra: string[] = []): string[] {
-  return ["bun", MAIN, "train", CONFIG, `trainer.output_dir=${dir}`, "trainer.total_steps=3", "trainer.save_freq=1", "trainer.keep_checkpoints=3", "algorithm.rollout_correction.rollout_is=null", "actor.optim.lr=1e-3", "--no-tui", "--quiet-phases", ...extra];
+  return ["bun", MAIN, "train", CONFIG, `trainer.output_dir=${dir}`, "trainer.total_steps=3", "trainer.save_freq=1", "trainer.keep_checkpoints=3", "algorithm.rollout_correction.rollout_is=null", "actor.optim.lr=1e-3", "actor.optim.eps=1e-6", "--no-tui", "--quiet-phases", ...extra];
 }
 
 /** Weights after steps 1 and 2 to 1e-5 (see args). */
