@@ -215,7 +215,9 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
   const harness = await createHarness(trainer.harness);
   // Data parallel on CUDA: each rank on the GPU its placement gave it (rankPlacement), by default cuda:LOCAL_RANK.
   const rankDevice = dp && config.model.device === "cuda" && ranks.group ? (ranks.device ?? `cuda:${ranks.group.localRank}`) : config.model.device;
-  const models = loadModels({ ...config, model: { ...config.model, device: rankDevice as TrainConfig["model"]["device"] } }, useCritic, useReference, config.trainer.zero_stage > 0 ? { ...ranks, zeroStage: config.trainer.zero_stage as 1 | 2, bucketBytes: Math.round(config.trainer.ddp_bucket_mb * 1024 * 1024) } : undefined);
+  // The gradient buckets' size: the reducer's, and ZeRO deals parameters to owners within them.
+  const ddpBucketBytes = Math.round(trainer.ddp_bucket_mb * 1024 * 1024);
+  const models = loadModels({ ...config, model: { ...config.model, device: rankDevice as TrainConfig["model"]["device"] } }, useCritic, useReference, config.trainer.zero_stage > 0 ? { ...ranks, zeroStage: config.trainer.zero_stage as 1 | 2, bucketBytes: ddpBucketBytes } : undefined);
   let stateRewards: StateRewardScorers;
   try {
     const { family } = models.actor;
@@ -527,7 +529,7 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
           lossAggMode: cfg.loss_agg_mode,
           tokenSumNorm: cfg.loss_scale_factor ?? data.max_response_length,
           gradClip: cfg.grad_clip,
-          ...(dp ? { ranks, ddpBucketBytes: Math.round(trainer.ddp_bucket_mb * 1024 * 1024) } : {}),
+          ...(dp ? { ranks, ddpBucketBytes } : {}),
         });
         if (models.critic) {
           const c = models.critic;

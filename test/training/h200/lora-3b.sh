@@ -12,8 +12,7 @@ OUT=${1:?out dir}
 H=test/training/h200
 STEPS=${STEPS:-3}
 mkdir -p "$OUT"
-MODEL=/tmp/qwen3b-shaped-vocab
-[ -f $MODEL/config.json ] || python3 $H/make_3b_shaped.py test/fixtures/qwen2_5_vl_tiny $MODEL 151936 > "$OUT/make-model.log" 2>&1 || { cat "$OUT/make-model.log"; exit 1; }
+source $H/model-3b-vocab.sh
 LORA="actor.lora_rank=64 actor.lora_alpha=32"
 for recipe in grpo-full grpo-lora ppo-lora; do
   case $recipe in

@@ -17,8 +17,7 @@ VARIANTS=${*:-offload zero2-offload}
 H=test/training/h200
 STEPS=${STEPS:-2}
 mkdir -p "$OUT"
-MODEL=/tmp/qwen3b-shaped-vocab
-[ -f $MODEL/config.json ] || python3 $H/make_3b_shaped.py test/fixtures/qwen2_5_vl_tiny $MODEL 151936 > "$OUT/make-model.log" 2>&1 || { cat "$OUT/make-model.log"; exit 1; }
+source $H/model-3b-vocab.sh
 OFFLOAD="algorithm.adv_estimator=default_gae actor.optimizer_offload=true critic.optimizer_offload=true"
 for variant in $VARIANTS; do
   case $variant in
