@@ -16,7 +16,7 @@
  * Appends are synchronous and small (one record a step): a killed run leaves every
  * finished step readable.
  */
-import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import YAML from "yaml";
@@ -51,7 +51,12 @@ export class LocalRun {
 
   constructor(opts: LocalRunOptions) {
     this.#start = opts.startTimeMs ?? Date.now();
-    this.dir = join(opts.root, `${opts.mode === "offline" ? "offline-run" : "run"}-${folderStamp(this.#start)}-${opts.id}`);
+    // A resumed segment that starts within the second of the last one would share its
+    // folder (and append to its run file): it takes the next free second's stamp instead.
+    const folder = (ms: number) => join(opts.root, `${opts.mode === "offline" ? "offline-run" : "run"}-${folderStamp(ms)}-${opts.id}`);
+    let stampMs = this.#start;
+    while (existsSync(folder(stampMs))) stampMs += 1000;
+    this.dir = folder(stampMs);
     this.file = join(this.dir, `run-${opts.id}.wandb`);
     mkdirSync(join(this.dir, "files"), { recursive: true });
     writeFileSync(join(this.dir, "files", "config.yaml"), YAML.stringify(opts.config));
