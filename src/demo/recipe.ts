@@ -75,6 +75,8 @@ export interface DemoRecipe {
   rlMiniBatch?: number;
   /** Env keys the RL phase sets over the task's (its rewards: `format_reward`, `success_reward`); unset: the env's defaults. */
   rlEnvConfig?: Record<string, unknown>;
+  /** Tokens a training micro-batch may hold (unset: 4096; a GPU takes far more of the small policy's at once). */
+  rlMaxTokenLen?: number;
   /** GiGPO's omega, the step-level advantage's weight against the episode's (unset: 1, its authors'). */
   rlStepAdvantageWeight?: number;
   /** Held-out validation episodes (before RL, and at the end). */
@@ -295,7 +297,7 @@ export function trainConfig(
   // A row per turn, so a step's row count varies with its episodes' lengths: micro-batches
   // by a token budget, not by count.
   // The vision tower stays as initialised unless the recipe trains it (rlFreezeVisionTower).
-  const update = { ppo_mini_batch_size: recipe.rlMiniBatch ?? recipe.rlBatch, use_dynamic_bsz: true, ppo_max_token_len: 4096, ppo_epochs: 1, freeze_vision_tower: recipe.rlFreezeVisionTower ?? true };
+  const update = { ppo_mini_batch_size: recipe.rlMiniBatch ?? recipe.rlBatch, use_dynamic_bsz: true, ppo_max_token_len: recipe.rlMaxTokenLen ?? 4096, ppo_epochs: 1, freeze_vision_tower: recipe.rlFreezeVisionTower ?? true };
   return v.parse(TrainConfig, {
     model: { model_dir: opts.modelDir, device: opts.device.startsWith("cuda") ? "cuda" : "cpu", dtype: "f32" },
     data: {

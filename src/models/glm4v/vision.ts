@@ -21,6 +21,7 @@ import { F, dims2, type Tensor } from "../../torch/index.ts";
 import { requireWeight, type Weights } from "../weights.ts";
 import type { Glm4vVisionConfig } from "./config.ts";
 import { visionLayout } from "./vision-layout.ts";
+import { disposeSegmentLayout, segmentAttention, segmentLayout, type SegmentLayout } from "../segment-attention.ts";
 
 /** transformers' nn.LayerNorm default, which the merger's post_projection_norm keeps. */
 const MERGER_NORM_EPS = 1e-5;
@@ -116,7 +117,7 @@ export class Glm4vVisionTower {
       return normed.add(positions.to(this.positionTable.dtype).to(normed.dtype));
     });
     const [cos, sin] = torch.tidy(() => this.rotaryCosSin(layout.rotaryPositions, layout.maxGridSide, n, device));
-    const segments = torch.tidy(() => attentionSegments(layout.frameBounds, n, device));
+    const segments = torch.tidy(() => segmentLayout(layout.frameBounds, n, device));
 
     this.blocks.forEach((block) => {
       using blockIn = x;
@@ -124,7 +125,7 @@ export class Glm4vVisionTower {
     });
     const features = torch.tidy(() => this.head(x));
     for (const t of [x, cos, sin]) t.dispose();
-    segments.mask?.dispose();
+    disposeSegmentLayout(segments);
     return features;
   }
 
@@ -141,13 +142,13 @@ export class Glm4vVisionTower {
   }
 
   /** x + attention(norm1(x)), then + mlp(norm2(x)). */
-  private block(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, segments: AttentionSegments): Tensor {
+  private block(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, segments: SegmentLayout): Tensor {
     const eps = this.config.rmsNormEps;
     const h = x.add(this.attention(b, F.rmsNorm(x, b.norm1, eps), cos, sin, segments));
     return h.add(gatedMlp(F.rmsNorm(h, b.norm2, eps), b.mlp));
   }
 
-  private attention(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, segments: AttentionSegments): Tensor {
+  private attention(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, segments: SegmentLayout): Tensor {
     const c = this.config;
     const [n] = dims2(x, "vision block input");
     const qkv = linear(x, b.qkv).reshape([n, 3, c.numHeads, c.headDim]).permute([1, 0, 2, 3]);
@@ -160,18 +161,8 @@ export class Glm4vVisionTower {
       return f.mul(cs).add(rotateHalf(f).mul(sn)).to(dtype);
     };
     const scale = c.headDim ** -0.5;
-    if (segments.mask === undefined) {
-      // Images of one size: a batch of images, each attending within itself.
-      const L = segments.length;
-      const split = (t: Tensor) => t.reshape([n / L, L, c.numHeads, c.headDim]).transpose(1, 2); // (S, heads, L, hd)
-      const out = F.scaledDotProductAttention(split(rot(qkv.select(0, 0))), split(rot(qkv.select(0, 1))), split(qkv.select(0, 2)), { scale });
-      return F.linear(out.transpose(1, 2).reshape([n, c.hiddenSize]), b.proj);
-    }
-    const q = rot(qkv.select(0, 0)).transpose(0, 1).unsqueeze(0); // (1, heads, n, hd)
-    const k = rot(qkv.select(0, 1)).transpose(0, 1).unsqueeze(0);
-    const v = qkv.select(0, 2).transpose(0, 1).unsqueeze(0);
-    const out = F.scaledDotProductAttention(q, k, v, { attnMask: segments.mask, scale });
-    return F.linear(out.squeeze(0).transpose(0, 1).reshape([n, c.hiddenSize]), b.proj);
+    const out = segmentAttention(rot(qkv.select(0, 0)), rot(qkv.select(0, 1)), qkv.select(0, 2), segments, scale);
+    return F.linear(out.reshape([n, c.hiddenSize]), b.proj);
   }
 
   /** post_layernorm, the downsample conv over each merge x merge block, the merger: (n / merge^2, out). */
@@ -193,24 +184,4 @@ export class Glm4vVisionTower {
 function rotateHalf(x: Tensor): Tensor {
   const d = x.shape[x.shape.length - 1]!;
   return torch.cat([x.narrow(-1, d / 2, d / 2).neg(), x.narrow(-1, 0, d / 2)], -1);
-}
-
-/**
- * How attention is confined to the frames [bounds[i], bounds[i+1]): frames of one length
- * become a batch (no mask, linear in the number of images); otherwise a block-diagonal mask.
- */
-interface AttentionSegments {
-  /** The common segment length (when `mask` is undefined). */
-  length: number;
-  mask?: Tensor;
-}
-
-function attentionSegments(bounds: readonly number[], n: number, device: string): AttentionSegments {
-  const lengths = bounds.slice(1).map((b, i) => b - bounds[i]!);
-  const length = lengths[0] ?? n;
-  if (lengths.every((l) => l === length) && length > 0) return { length };
-  const segment = new Int32Array(n);
-  for (let s = 0; s + 1 < bounds.length; s++) segment.fill(s, bounds[s]!, bounds[s + 1]!);
-  const ids = torch.tensor(segment, [n], { dtype: "i32", device });
-  return { length: 0, mask: ids.unsqueeze(1).eq(ids.unsqueeze(0)).reshape([1, 1, n, n]) };
 }

@@ -5,14 +5,15 @@
  * attend within windows and `fullatt_block_indexes` attend over the whole image, and the
  * 2x2 patch merger (RMSNorm + Linear-GELU-Linear) that yields one LLM token per block.
  *
- * Attention segments (windows, images) become one block-diagonal boolean mask, so every
- * image of a batch goes through each block in a single attention call.
+ * Attention stays within segments (windows, images; src/models/segment-attention.ts):
+ * segments of one length attend as one batch, mixed lengths as one batch per length.
  */
 import * as torch from "../../torch/index.ts";
 import { F, dims2, type Tensor } from "../../torch/index.ts";
 import { requireWeight, type Weights } from "../weights.ts";
 import type { Qwen25VLVisionConfig } from "./config.ts";
 import { visionLayout } from "./vision-layout.ts";
+import { disposeSegmentLayout, segmentAttention, segmentLayout, type SegmentLayout } from "../segment-attention.ts";
 import { rmsNorm, rotateHalf } from "./layers.ts";
 
 const VISION_NORM_EPS = 1e-6;
@@ -105,10 +106,10 @@ export class Qwen25VisionTower {
     });
 
     const [cos, sin] = torch.tidy(() => this.rotaryCosSin(layout.rotaryPositions, layout.maxGridSide, windowIndex, n, device));
-    const windows = torch.tidy(() => attentionSegments(layout.windowSeqlens, n, device));
+    const windows = torch.tidy(() => segmentLayout(layout.windowSeqlens, n, device));
     // Full attention is per image; the window order keeps each image's patches contiguous
     // and in image order, so the per-image boundaries still apply.
-    const images = torch.tidy(() => attentionSegments(layout.fullSeqlens, n, device));
+    const images = torch.tidy(() => segmentLayout(layout.fullSeqlens, n, device));
 
     this.blocks.forEach((block, i) => {
       const segments = c.fullAttentionBlocks.includes(i) ? images : windows;
@@ -124,8 +125,8 @@ export class Qwen25VisionTower {
       return merged.indexSelect(0, reverse);
     });
     for (const t of [x, reverse, windowIndex, cos, sin]) t.dispose();
-    windows.mask?.dispose();
-    images.mask?.dispose();
+    disposeSegmentLayout(windows);
+    disposeSegmentLayout(images);
     return out;
   }
 
@@ -148,13 +149,13 @@ export class Qwen25VisionTower {
   }
 
   /** x + attention(norm1(x)), then + down(silu(gate(norm2)) * up(norm2)). */
-  private block(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, segments: AttentionSegments): Tensor {
+  private block(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, segments: SegmentLayout): Tensor {
     const h = x.add(this.attention(b, rmsNorm(x, b.norm1, VISION_NORM_EPS), cos, sin, segments));
     const m = rmsNorm(h, b.norm2, VISION_NORM_EPS);
     return h.add(linear(F.siluMul(linear(m, b.gate), linear(m, b.up)), b.down));
   }
 
-  private attention(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, segments: AttentionSegments): Tensor {
+  private attention(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, segments: SegmentLayout): Tensor {
     const c = this.config;
     const [n] = dims2(x, "vision block input");
     const qkv = linear(x, b.qkv)
@@ -169,19 +170,8 @@ export class Qwen25VisionTower {
       return f.mul(cs).add(rotateHalf(f).mul(sn)).to(dtype);
     };
     const scale = c.headDim ** -0.5;
-    if (segments.mask === undefined) {
-      // Segments of one length: a batch of segments, each attending within itself.
-      const L = segments.length;
-      const split = (t: Tensor) => t.reshape([n / L, L, c.numHeads, c.headDim]).transpose(1, 2); // (S, heads, L, hd)
-      const out = F.scaledDotProductAttention(split(rot(qkv.select(0, 0))), split(rot(qkv.select(0, 1))), split(qkv.select(0, 2)), { scale });
-      return linear(out.transpose(1, 2).reshape([n, c.hiddenSize]), b.proj);
-    }
-    const q = rot(qkv.select(0, 0)).transpose(0, 1).unsqueeze(0); // (1, heads, n, hd)
-    const k = rot(qkv.select(0, 1)).transpose(0, 1).unsqueeze(0);
-    const v = qkv.select(0, 2).transpose(0, 1).unsqueeze(0);
-    const out = F.scaledDotProductAttention(q, k, v, { attnMask: segments.mask, scale });
-    const merged = out.squeeze(0).transpose(0, 1).reshape([n, c.hiddenSize]);
-    return linear(merged, b.proj);
+    const out = segmentAttention(rot(qkv.select(0, 0)), rot(qkv.select(0, 1)), qkv.select(0, 2), segments, scale);
+    return linear(out.reshape([n, c.hiddenSize]), b.proj);
   }
 
   private merge(x: Tensor): Tensor {
@@ -190,32 +180,4 @@ export class Qwen25VisionTower {
     const h = rmsNorm(x, this.merger.norm, VISION_NORM_EPS).reshape([-1, width]);
     return linear(F.gelu(linear(h, this.merger.fc1)), this.merger.fc2);
   }
-}
-
-/**
- * How attention is confined to the segments [bounds[i], bounds[i+1]) of the n rows: when
- * every segment has one length (a batch of same-sized images, or windows that tile them
- * evenly) the rows are regrouped as a batch of segments and no mask is needed, which
- * keeps the cost linear in the number of images instead of quadratic in their patches.
- * Otherwise a block-diagonal mask over all rows.
- */
-interface AttentionSegments {
-  /** The common segment length (when `mask` is undefined). */
-  length: number;
-  mask?: Tensor;
-}
-
-function attentionSegments(bounds: readonly number[], n: number, device: string): AttentionSegments {
-  const lengths = bounds.slice(1).map((b, i) => b - bounds[i]!);
-  const length = lengths[0] ?? n;
-  if (lengths.every((l) => l === length) && length > 0) return { length };
-  return { length: 0, mask: blockDiagonalMask(bounds, n, device) };
-}
-
-/** (1, 1, n, n) boolean mask, true inside each [bounds[i], bounds[i+1]) segment. */
-function blockDiagonalMask(bounds: readonly number[], n: number, device: string): Tensor {
-  const segment = new Int32Array(n);
-  for (let s = 0; s + 1 < bounds.length; s++) segment.fill(s, bounds[s]!, bounds[s + 1]!);
-  const ids = torch.tensor(segment, [n], { dtype: "i32", device });
-  return ids.unsqueeze(1).eq(ids.unsqueeze(0)).reshape([1, 1, n, n]);
 }

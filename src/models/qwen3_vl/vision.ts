@@ -16,6 +16,7 @@ import { F, dims2, type Tensor } from "../../torch/index.ts";
 import { requireWeight, type Weights } from "../weights.ts";
 import type { Qwen3VLVisionConfig } from "./config.ts";
 import { visionLayout } from "./vision-layout.ts";
+import { disposeSegmentLayout, segmentAttention, segmentLayout, type SegmentLayout } from "../segment-attention.ts";
 
 const VISION_NORM_EPS = 1e-6;
 
@@ -113,7 +114,7 @@ export class Qwen3VLVisionTower {
       return embedded.add(positions.to(embedded.dtype));
     });
     const [cos, sin] = torch.tidy(() => this.rotaryCosSin(layout.rotaryPositions, layout.maxGridSide, n, device));
-    const frames = torch.tidy(() => attentionSegments(layout.frameBounds, n, device));
+    const frames = torch.tidy(() => segmentLayout(layout.frameBounds, n, device));
 
     const deepstack: Tensor[] = [];
     this.blocks.forEach((block, i) => {
@@ -124,7 +125,7 @@ export class Qwen3VLVisionTower {
     });
     const features = torch.tidy(() => this.merge(x, this.merger, false));
     for (const t of [x, cos, sin]) t.dispose();
-    frames.mask?.dispose();
+    disposeSegmentLayout(frames);
     return { features, deepstack };
   }
 
@@ -141,12 +142,12 @@ export class Qwen3VLVisionTower {
   }
 
   /** x + attention(norm1(x)), then + fc2(gelu_tanh(fc1(norm2(x)))). */
-  private block(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, segments: AttentionSegments): Tensor {
+  private block(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, segments: SegmentLayout): Tensor {
     const h = x.add(this.attention(b, layerNorm(x, b.norm1), cos, sin, segments));
     return h.add(linear(F.gelu(linear(layerNorm(h, b.norm2), b.fc1), "tanh"), b.fc2));
   }
 
-  private attention(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, segments: AttentionSegments): Tensor {
+  private attention(b: VisionBlock, x: Tensor, cos: Tensor, sin: Tensor, segments: SegmentLayout): Tensor {
     const c = this.config;
     const [n] = dims2(x, "vision block input");
     const qkv = linear(x, b.qkv).reshape([n, 3, c.numHeads, c.headDim]).permute([1, 0, 2, 3]);
@@ -159,18 +160,8 @@ export class Qwen3VLVisionTower {
       return f.mul(cs).add(rotateHalf(f).mul(sn)).to(dtype);
     };
     const scale = c.headDim ** -0.5;
-    if (segments.mask === undefined) {
-      // Images of one size: a batch of images, each attending within itself.
-      const L = segments.length;
-      const split = (t: Tensor) => t.reshape([n / L, L, c.numHeads, c.headDim]).transpose(1, 2); // (S, heads, L, hd)
-      const out = F.scaledDotProductAttention(split(rot(qkv.select(0, 0))), split(rot(qkv.select(0, 1))), split(qkv.select(0, 2)), { scale });
-      return linear(out.transpose(1, 2).reshape([n, c.hiddenSize]), b.proj);
-    }
-    const q = rot(qkv.select(0, 0)).transpose(0, 1).unsqueeze(0); // (1, heads, n, hd)
-    const k = rot(qkv.select(0, 1)).transpose(0, 1).unsqueeze(0);
-    const v = qkv.select(0, 2).transpose(0, 1).unsqueeze(0);
-    const out = F.scaledDotProductAttention(q, k, v, { attnMask: segments.mask, scale });
-    return linear(out.squeeze(0).transpose(0, 1).reshape([n, c.hiddenSize]), b.proj);
+    const out = segmentAttention(rot(qkv.select(0, 0)), rot(qkv.select(0, 1)), qkv.select(0, 2), segments, scale);
+    return linear(out.reshape([n, c.hiddenSize]), b.proj);
   }
 
   /** merge x merge patches into one token: LayerNorm before the concatenation (the main merger) or after (deepstack). */
@@ -185,24 +176,4 @@ export class Qwen3VLVisionTower {
 function rotateHalf(x: Tensor): Tensor {
   const d = x.shape[x.shape.length - 1]!;
   return torch.cat([x.narrow(-1, d / 2, d / 2).neg(), x.narrow(-1, 0, d / 2)], -1);
-}
-
-/**
- * How attention is confined to the frames [bounds[i], bounds[i+1]): frames of one length
- * become a batch (no mask, linear in the number of images); otherwise a block-diagonal mask.
- */
-interface AttentionSegments {
-  /** The common segment length (when `mask` is undefined). */
-  length: number;
-  mask?: Tensor;
-}
-
-function attentionSegments(bounds: readonly number[], n: number, device: string): AttentionSegments {
-  const lengths = bounds.slice(1).map((b, i) => b - bounds[i]!);
-  const length = lengths[0] ?? n;
-  if (lengths.every((l) => l === length) && length > 0) return { length };
-  const segment = new Int32Array(n);
-  for (let s = 0; s + 1 < bounds.length; s++) segment.fill(s, bounds[s]!, bounds[s + 1]!);
-  const ids = torch.tensor(segment, [n], { dtype: "i32", device });
-  return { length: 0, mask: ids.unsqueeze(1).eq(ids.unsqueeze(0)).reshape([1, 1, n, n]) };
 }
