@@ -16,6 +16,7 @@
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
 import type { FamilyDecoder } from "../models/family.ts";
+import type { Prompt } from "./types.ts";
 import { DecodeGraphs, feedTokens, type FedTokens } from "./decode-graphs.ts";
 import { SlotKvCache } from "./kv-cache.ts";
 import { packSamples, sampleRows, sampleRowsOnDevice, unpackSamples, type RowSampling } from "./sampler.ts";
@@ -36,6 +37,8 @@ interface SequenceState {
   cached: number;
   /** Embeddings of prompt tokens [cached, promptLength), kept until prefilled. */
   embeds: Tensor | undefined;
+  /** The prompt whose embeddings are still to be made (the family embeds prompts in batches): at the first prefill that holds it. */
+  toEmbed: Prompt | undefined;
   /** Per-layer residuals of the same tokens (family.ts `PromptInputs`), kept with them. */
   layerResiduals: Tensor[] | undefined;
   /** [axis][token] rotary positions of the prompt. */
@@ -194,21 +197,38 @@ export class ModelRunner implements StepRunner {
     const n = start.prompt.tokenIds.length;
     let maxPos = -1;
     for (const axis of positions) for (let i = 0; i < n; i++) maxPos = Math.max(maxPos, axis[i]!);
-    const inputs = torch.tidy(() => {
-      const got = this.model.promptInputs?.(start.prompt, start.cached) ?? { embeds: this.model.embedPrompt(start.prompt, start.cached) };
-      return { embeds: torch.keep(got.embeds), layerResiduals: got.layerResiduals?.map((t) => torch.keep(t)) };
-    });
+    // Families that embed prompts in batches wait for the prefill, which embeds all of its
+    // new sequences (and their images) at once.
+    const batched = this.model.embedPrompts !== undefined && this.model.promptInputs === undefined;
+    const inputs = batched
+      ? { embeds: undefined, layerResiduals: undefined }
+      : torch.tidy(() => {
+          const got = this.model.promptInputs?.(start.prompt, start.cached) ?? { embeds: this.model.embedPrompt(start.prompt, start.cached) };
+          return { embeds: torch.keep(got.embeds), layerResiduals: got.layerResiduals?.map((t) => torch.keep(t)) };
+        });
     const generator =
       start.sampling.seed !== undefined ? new torch.Generator({ seed: start.sampling.seed, device: this.model.spec.device }) : undefined;
     this.seqs.set(start.seqId, {
       slot: start.slot,
       cached: start.cached,
       embeds: inputs.embeds,
+      toEmbed: batched ? start.prompt : undefined,
       layerResiduals: inputs.layerResiduals,
       positions,
       ropeShift: maxPos + 1 - n,
       sampling: start.sampling,
       generator,
+    });
+  }
+
+  /** The embeddings of every sequence here still waiting for them, in one family call. */
+  private embedWaiting(states: SequenceState[]): void {
+    const waiting = states.filter((s) => s.toEmbed !== undefined);
+    if (waiting.length === 0) return;
+    const embeds = torch.tidy(() => this.model.embedPrompts!(waiting.map((s) => ({ prompt: s.toEmbed!, from: s.cached }))).map((t) => torch.keep(t)));
+    waiting.forEach((s, i) => {
+      s.embeds = embeds[i];
+      s.toEmbed = undefined;
     });
   }
 
@@ -219,6 +239,7 @@ export class ModelRunner implements StepRunner {
     const lengths = chunks.map((c) => c.end - c.start);
     const T = Math.max(...lengths);
     const B = chunks.length;
+    this.embedWaiting(states);
     const sampled = torch.tidy(() => {
       // Each row's slice of a per-token tensor, zero-padded to T (zeros where it has none).
       const padded = (b: number, source: Tensor | undefined) => {

@@ -87,6 +87,13 @@ export interface FamilyDecoder {
    */
   embedPrompt(prompt: Prompt, from: number): Tensor;
   /**
+   * `embedPrompt` of several prompts at once, their images through the vision tower
+   * together (a rollout's prefill holds one new image per env: one vision call instead of
+   * one each). Optional; families without it, or with `promptInputs`, are embedded one
+   * prompt at a time.
+   */
+  embedPrompts?(items: readonly { prompt: Prompt; from: number }[]): Tensor[];
+  /**
    * `embedPrompt` and the per-layer residuals of the same range, for families that have
    * them (each image through the vision tower once for both); a family without them leaves
    * this out and the engine calls `embedPrompt`.

@@ -144,21 +144,40 @@ export class Qwen25VLChatModel implements ModelFamily {
    * session's cached prefix already holds cost nothing on the host either.
    */
   embedPrompt(prompt: Prompt, from: number): Tensor {
+    return this.embedPrompts([{ prompt, from }])[0]!;
+  }
+
+  /**
+   * Every new image of these prompts goes through the vision tower in calls of up to
+   * VISION_BATCH_PATCHES patches, not one call an image: a rollout step's prefill holds an
+   * image per env, and per-image calls left the GPU idle between launches.
+   */
+  embedPrompts(items: readonly { prompt: Prompt; from: number }[]): Tensor[] {
     const { device, hiddenSize } = this.spec;
-    const ids = prompt.tokenIds.slice(from);
-    const n = ids.length;
-    const x = this.model.text.embed(torch.tensor(Float64Array.from(ids), [n], { dtype: "i64", device }));
-    for (const image of prompt.images) {
-      const lo = Math.max(image.offset, from);
-      const hi = image.offset + image.length;
-      if (hi <= lo) continue;
-      const processed = processImages([image.image], this.imageOptions);
+    const xs = items.map(({ prompt, from }) => {
+      const ids = prompt.tokenIds.slice(from);
+      return this.model.text.embed(torch.tensor(Float64Array.from(ids), [ids.length], { dtype: "i64", device }));
+    });
+    // The images whose placeholders overlap a prompt's new range, and where their rows go.
+    const wanted = items.flatMap(({ prompt, from }, row) =>
+      prompt.images.flatMap((image) => {
+        const lo = Math.max(image.offset, from);
+        const hi = image.offset + image.length;
+        return hi <= lo ? [] : [{ row, image, lo: lo - from, skip: lo - image.offset, count: hi - lo }];
+      }),
+    );
+    for (const batch of visionBatches(wanted, (w) => { const [t, h, wd] = gridOf(w.image); return t * h * wd; })) {
+      const processed = processImages(batch.map((w) => w.image.image), this.imageOptions);
       const pixels = torch.tensor(processed.pixelValues, [processed.numPatches, processed.patchDim], { device });
-      const features = this.model.encodeImages(pixels, [gridOf(image)]);
-      this.imagesEncoded++;
-      x.narrow(0, lo - from, hi - lo).copy_(features.narrow(0, lo - image.offset, hi - lo).to(x.dtype));
+      const features = this.model.encodeImages(pixels, batch.map((w) => gridOf(w.image)));
+      let offset = 0;
+      for (const w of batch) {
+        xs[w.row]!.narrow(0, w.lo, w.count).copy_(features.narrow(0, offset + w.skip, w.count).to(xs[w.row]!.dtype));
+        offset += w.image.length;
+        this.imagesEncoded++;
+      }
     }
-    return x.view(n, hiddenSize);
+    return xs.map((x) => x.view(x.shape[0]!, hiddenSize));
   }
 
   embedTokens(ids: Tensor): Tensor {
@@ -239,4 +258,23 @@ function gridOf(image: PromptImage): [number, number, number] {
     throw new VagenError(`a Qwen2.5-VL prompt image at token ${image.offset} has no (t, h, w) patch grid (got ${JSON.stringify(grid)})`);
   }
   return [grid[0]!, grid[1]!, grid[2]!];
+}
+
+/** Patches one vision call may take: a rollout's images batched, the activations bounded. */
+const VISION_BATCH_PATCHES = 32768;
+
+/** `items` in order, cut into runs of at most VISION_BATCH_PATCHES patches (an item larger than that alone). */
+function visionBatches<T>(items: readonly T[], patches: (item: T) => number): T[][] {
+  const batches: T[][] = [];
+  let size = 0;
+  for (const item of items) {
+    const n = patches(item);
+    if (batches.length === 0 || size + n > VISION_BATCH_PATCHES) {
+      batches.push([]);
+      size = 0;
+    }
+    batches.at(-1)!.push(item);
+    size += n;
+  }
+  return batches;
 }
