@@ -54,7 +54,22 @@ function toFixed(w: number, bits: number): number {
   return Math.trunc(v < 0 ? v - 0.5 : v + 0.5);
 }
 
+/** Coefficients by (in, out, flavour): a rollout resizes thousands of images of one size. */
+const coefficientCache = new Map<string, Coefficients>();
+
 function coefficients(inSize: number, outSize: number, flavour: ResizeFlavour): Coefficients {
+  const key = `${inSize}:${outSize}:${flavour}`;
+  let c = coefficientCache.get(key);
+  if (c === undefined) {
+    // Bounded: sizes come from image sides, and a long-lived server sees many.
+    if (coefficientCache.size >= 256) coefficientCache.clear();
+    c = computeCoefficients(inSize, outSize, flavour);
+    coefficientCache.set(key, c);
+  }
+  return c;
+}
+
+function computeCoefficients(inSize: number, outSize: number, flavour: ResizeFlavour): Coefficients {
   const scale = inSize / outSize;
   const filterScale = Math.max(scale, 1);
   const support = BICUBIC_SUPPORT * filterScale;
