@@ -151,22 +151,13 @@ export function imageGrid(img: RGBImage, opts: ImageProcessorOptions = DEFAULT_I
 }
 
 export function processImages(images: readonly RGBImage[], opts: ImageProcessorOptions = DEFAULT_IMAGE_PROCESSOR): ProcessedImages {
-  const { patchSize: ps, temporalPatchSize: tps, mergeSize: m } = opts;
+  const { patchSize: ps, temporalPatchSize: tps } = opts;
   const patchDim = 3 * tps * ps * ps;
   const perImage: Float32Array[] = [];
   const gridThw: [number, number, number][] = [];
   let total = 0;
   for (const img of images) {
-    if (img.data.length !== img.width * img.height * 3) {
-      throw new VagenError(`image of ${img.width}x${img.height}: expected ${img.width * img.height * 3} RGB bytes, got ${img.data.length}`);
-    }
-    let resized = img;
-    if (opts.doResize) {
-      const [h, w] = smartResize(img.height, img.width, ps * m, opts.minPixels, opts.maxPixels);
-      resized = resizeBicubic(img, w, h);
-    } else if (img.height % (ps * m) || img.width % (ps * m)) {
-      throw new VagenError(`image of ${img.width}x${img.height}: without resizing, both sides must be multiples of ${ps * m}`);
-    }
+    const resized = resizeForPatches(img, opts);
     const patches = patchify(normalise(resized, opts), resized.width, resized.height, opts);
     gridThw.push([1, resized.height / ps, resized.width / ps]);
     perImage.push(patches);
@@ -181,23 +172,53 @@ export function processImages(images: readonly RGBImage[], opts: ImageProcessorO
   return { pixelValues, numPatches: total, patchDim, gridThw };
 }
 
-/** Channel-first float32 planes: (value * rescale - mean) / std. */
-function normalise(img: RGBImage, opts: ImageProcessorOptions): Float32Array {
-  const n = img.width * img.height;
-  const out = new Float32Array(3 * n);
+/**
+ * The image at the size its patches are made from (smart_resize's, bicubic), or itself when
+ * the processor does not resize (then both sides must be multiples of patch x merge).
+ */
+export function resizeForPatches(img: RGBImage, opts: ImageProcessorOptions): RGBImage {
+  const unit = opts.patchSize * opts.mergeSize;
+  if (img.data.length !== img.width * img.height * 3) {
+    throw new VagenError(`image of ${img.width}x${img.height}: expected ${img.width * img.height * 3} RGB bytes, got ${img.data.length}`);
+  }
+  if (opts.doResize) {
+    const [h, w] = smartResize(img.height, img.width, unit, opts.minPixels, opts.maxPixels);
+    return resizeBicubic(img, w, h);
+  }
+  if (img.height % unit || img.width % unit) {
+    throw new VagenError(`image of ${img.width}x${img.height}: without resizing, both sides must be multiples of ${unit}`);
+  }
+  return img;
+}
+
+/**
+ * (3 x 256) float32: entry c * 256 + v is channel c's normalised value of byte v,
+ * (v * rescale - mean) / std as transformers computes it (rescaled in float64 and stored
+ * as float32, normalised in float32). A pixel's value is a function of its byte, so each
+ * channel's 256 are computed once.
+ */
+export function normalisationTable(opts: ImageProcessorOptions): Float32Array {
+  const table = new Float32Array(3 * 256);
   for (let c = 0; c < 3; c++) {
-    // transformers rescales in float64 then stores float32, and normalises in float32: a
-    // byte's value is a function of the byte, so each channel's 256 are computed once.
     const mean = Math.fround(opts.mean[c]!);
     const std = Math.fround(opts.std[c]!);
-    const table = new Float32Array(256);
     for (let v = 0; v < 256; v++) {
       let x = v;
       if (opts.doRescale) x = Math.fround(x * opts.rescaleFactor);
       if (opts.doNormalize) x = Math.fround(Math.fround(x - mean) / std);
-      table[v] = x;
+      table[c * 256 + v] = x;
     }
-    for (let i = 0; i < n; i++) out[c * n + i] = table[img.data[i * 3 + c]!]!;
+  }
+  return table;
+}
+
+/** Channel-first float32 planes: (value * rescale - mean) / std. */
+function normalise(img: RGBImage, opts: ImageProcessorOptions): Float32Array {
+  const n = img.width * img.height;
+  const out = new Float32Array(3 * n);
+  const table = normalisationTable(opts);
+  for (let c = 0; c < 3; c++) {
+    for (let i = 0; i < n; i++) out[c * n + i] = table[c * 256 + img.data[i * 3 + c]!]!;
   }
   return out;
 }

@@ -11,7 +11,7 @@
  * then never hit. An image is cached under one set of options.
  */
 import type { RGBImage } from "../core/image.ts";
-import { processImages, type ImageProcessorOptions, type ProcessedImages } from "./image-processor.ts";
+import { processImages, resizeForPatches, type ImageProcessorOptions, type ProcessedImages } from "./image-processor.ts";
 
 const PATCH_CACHE_BUDGET_BYTES = 1 << 30;
 
@@ -42,4 +42,28 @@ export function processImagesCached(images: readonly RGBImage[], options: ImageP
     offset += p.pixelValues.length;
   }
   return { pixelValues, numPatches, patchDim: parts[0]!.patchDim, gridThw: parts.flatMap((p) => p.gridThw) };
+}
+
+const resizedCache = new WeakMap<RGBImage, { options: ImageProcessorOptions; resized: RGBImage }>();
+let resizedCacheBytes = 0;
+const releaseResized = new FinalizationRegistry<number>((bytes) => (resizedCacheBytes -= bytes));
+
+/**
+ * `resizeForPatches` of the images in order, each resized once while the budget lasts:
+ * the cache for families that make patches on the device (device-patches.ts), which keeps
+ * the resized bytes, an eighth of the float patches' size, so the same budget holds eight
+ * times the images.
+ */
+export function resizeImagesCached(images: readonly RGBImage[], options: ImageProcessorOptions): RGBImage[] {
+  return images.map((image) => {
+    const hit = resizedCache.get(image);
+    if (hit !== undefined && hit.options === options) return hit.resized;
+    const resized = resizeForPatches(image, options);
+    if (hit === undefined && resizedCacheBytes + resized.data.byteLength <= PATCH_CACHE_BUDGET_BYTES) {
+      resizedCache.set(image, { options, resized });
+      resizedCacheBytes += resized.data.byteLength;
+      releaseResized.register(image, resized.data.byteLength);
+    }
+    return resized;
+  });
 }

@@ -28,10 +28,10 @@ import {
   imageProcessorOptions,
   checkRowImageTokens,
   PreprocessorConfigSchema,
-  processImages,
   type ImageProcessorOptions,
 } from "../image-processor.ts";
-import { processImagesCached } from "../patch-cache.ts";
+import { resizeImagesCached } from "../patch-cache.ts";
+import { patchesOnDevice, resizeAllForPatches } from "../device-patches.ts";
 import type { Prompt, PromptImage } from "../prompt.ts";
 import { readJson, TextTokenizer } from "../tokenizer.ts";
 import { Qwen25VLModel } from "./model.ts";
@@ -167,8 +167,7 @@ export class Qwen25VLChatModel implements ModelFamily {
       }),
     );
     for (const batch of visionBatches(wanted, (w) => { const [t, h, wd] = gridOf(w.image); return t * h * wd; })) {
-      const processed = processImages(batch.map((w) => w.image.image), this.imageOptions);
-      const pixels = torch.tensor(processed.pixelValues, [processed.numPatches, processed.patchDim], { device });
+      const { pixels } = patchesOnDevice(resizeAllForPatches(batch.map((w) => w.image.image), this.imageOptions), this.imageOptions, device);
       const features = this.model.encodeImages(pixels, batch.map((w) => gridOf(w.image)));
       let offset = 0;
       for (const w of batch) {
@@ -199,16 +198,18 @@ export class Qwen25VLChatModel implements ModelFamily {
       throw new VagenError(`training batch: ${batch.inputIds.length} rows of ids but ${batch.images.length} rows of images`);
     }
     const images = batch.images.flat();
-    // A training step forwards the same images several times: their patches are made once.
-    const processed = images.length > 0 ? processImagesCached(images, this.imageOptions) : undefined;
-    checkRowImageTokens(batch, processed?.gridThw ?? [], this.model.config.imageTokenId, this.imageOptions.mergeSize);
+    // A training step forwards the same images several times: each is resized once, and
+    // its patches are made on the device from the resized bytes.
+    const resized = images.length > 0 ? resizeImagesCached(images, this.imageOptions) : [];
+    const grids = resized.map((img): [number, number, number] => [1, img.height / this.imageOptions.patchSize, img.width / this.imageOptions.patchSize]);
+    checkRowImageTokens(batch, grids, this.model.config.imageTokenId, this.imageOptions.mergeSize);
     return torch.tidy(() => {
       const out = this.model.forwardBatch(
         {
           inputIds: batch.inputIds as number[][],
           attentionMask: batch.attentionMask as number[][] | undefined,
-          pixelValues: processed && torch.tensor(processed.pixelValues, [processed.numPatches, processed.patchDim], { device: this.device }),
-          imageGridThw: processed?.gridThw ?? [],
+          pixelValues: resized.length > 0 ? patchesOnDevice(resized, this.imageOptions, this.device).pixels : undefined,
+          imageGridThw: grids,
         },
         { mathAttention: opts.mathAttention },
       );

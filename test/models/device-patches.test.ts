@@ -1,0 +1,40 @@
+import { describe, expect, test } from "bun:test";
+import * as torch from "../../src/torch/index.ts";
+import { DEFAULT_IMAGE_PROCESSOR, processImages } from "../../src/models/image-processor.ts";
+import { patchesOnDevice, resizeAllForPatches } from "../../src/models/device-patches.ts";
+
+/** A deterministic image with every byte value in use. */
+function image(width: number, height: number, seed: number) {
+  const data = new Uint8Array(width * height * 3);
+  let x = seed;
+  for (let i = 0; i < data.length; i++) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    data[i] = x >>> 24;
+  }
+  return { width, height, data };
+}
+
+describe("patchesOnDevice", () => {
+  const cases = [
+    { name: "a Sokoban render at 28 px a cell (96 x 96 -> 168 x 168)", images: [image(96, 96, 1), image(96, 96, 2), image(96, 96, 3)], opts: { ...DEFAULT_IMAGE_PROCESSOR, minPixels: 168 * 168, maxPixels: 168 * 168 + 28 * 12 + 1 } },
+    { name: "mixed sizes, non-square, in one call", images: [image(64, 40, 4), image(200, 120, 5), image(64, 40, 6), image(30, 90, 7)], opts: DEFAULT_IMAGE_PROCESSOR },
+    { name: "no resizing, merge 1, temporal patch 1", images: [image(28, 42, 8)], opts: { ...DEFAULT_IMAGE_PROCESSOR, doResize: false, mergeSize: 1, temporalPatchSize: 1 } },
+  ];
+  for (const c of cases) {
+    test(`${c.name}: exactly processImages's values, rows and grids`, () => {
+      const want = processImages(c.images, c.opts);
+      const got = patchesOnDevice(resizeAllForPatches(c.images, c.opts), c.opts, "cpu");
+      expect(got.gridThw).toEqual(want.gridThw);
+      expect(got.pixels.shape).toEqual([want.numPatches, want.patchDim]);
+      const values = got.pixels.toFloat32Array();
+      let differing = 0;
+      for (let i = 0; i < values.length; i++) if (values[i] !== want.pixelValues[i]) differing++;
+      expect(differing).toBe(0);
+      got.pixels.dispose();
+    });
+  }
+
+  test("an image whose bytes do not match its size is refused, naming both", () => {
+    expect(() => resizeAllForPatches([{ width: 4, height: 4, data: new Uint8Array(10) }], DEFAULT_IMAGE_PROCESSOR)).toThrow(/4x4: expected 48 RGB bytes, got 10/);
+  });
+});
