@@ -1,13 +1,16 @@
 /**
  * Two host-side costs of a vision rollout, on the CPU: attention within a vision tower's
  * windows of mixed lengths (a 12 x 12-patch image cut by 8 x 8-patch windows into 64, 32,
- * 32 and 16), through one (n, n) block-diagonal mask against one batch per length; and
- * turning a 96 x 96 render into patches at 28 px a cell (168 x 168) and 14 (84 x 84).
+ * 32 and 16), through one (n, n) block-diagonal mask against one batch per length;
+ * turning a 96 x 96 render into patches at 28 px a cell (168 x 168) and 14 (84 x 84); and
+ * a batch of such renders' patches made on the host against made by libtorch from the
+ * resized bytes (device-patches.ts; here the device is the CPU).
  * `OMP_NUM_THREADS=1 bun bench/vision-host.ts [IMAGES]` (default 64 images).
  */
 import * as torch from "../src/torch/index.ts";
 import { DEFAULT_IMAGE_PROCESSOR, processImages } from "../src/models/image-processor.ts";
 import { segmentAttention, segmentLayout } from "../src/models/segment-attention.ts";
+import { patchesOnDevice, resizeAllForPatches } from "../src/models/device-patches.ts";
 
 const images = Number(process.argv[2] ?? 64);
 const bounds = [0];
@@ -33,4 +36,20 @@ for (const cell of [28, 14]) {
   const started = performance.now();
   for (let i = 0; i < 200; i++) processImages([render], options);
   console.log(`96 x 96 render to ${side} x ${side} patches: ${((performance.now() - started) / 200).toFixed(2)} ms an image`);
+}
+
+{
+  const side = 168;
+  const options = { ...DEFAULT_IMAGE_PROCESSOR, minPixels: side * side, maxPixels: side * side + 28 * 12 + 1 };
+  const renders = Array.from({ length: images }, () => render);
+  const time = (f: () => void) => {
+    f();
+    const started = performance.now();
+    for (let i = 0; i < 5; i++) f();
+    return ((performance.now() - started) / 5).toFixed(1);
+  };
+  const host = time(() => void torch.tidy(() => { const p = processImages(renders, options); torch.tensor(p.pixelValues, [p.numPatches, p.patchDim], { device: "cpu" }).sum().item(); }));
+  const resized = resizeAllForPatches(renders, options);
+  const onDevice = time(() => void torch.tidy(() => patchesOnDevice(resized, options, "cpu").pixels.sum().item()));
+  console.log(`${images} renders to a (${images * 144}, 1176) patch tensor: ${host} ms on the host (resize included), ${onDevice} ms from resized bytes through libtorch`);
 }
