@@ -17,6 +17,7 @@ import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
 import type { FamilyDecoder } from "../models/family.ts";
 import type { Prompt } from "./types.ts";
+import { checkRgbImage } from "../core/image.ts";
 import { DecodeGraphs, feedTokens, type FedTokens } from "./decode-graphs.ts";
 import { SlotKvCache } from "./kv-cache.ts";
 import { packSamples, sampleRows, sampleRowsOnDevice, unpackSamples, type RowSampling } from "./sampler.ts";
@@ -200,6 +201,9 @@ export class ModelRunner implements StepRunner {
     // Families that embed prompts in batches wait for the prefill, which embeds all of its
     // new sequences (and their images) at once.
     const batched = this.model.embedPrompts !== undefined && this.model.promptInputs === undefined;
+    // A malformed image fails its own request here, not every sequence of the prefill that
+    // would have embedded it (the prompt's builder has already sized each image).
+    if (batched) for (const image of start.prompt.images) checkRgbImage(image.image);
     const inputs = batched
       ? { embeds: undefined, layerResiduals: undefined }
       : torch.tidy(() => {

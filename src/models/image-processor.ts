@@ -11,7 +11,7 @@
  * still image is repeated across the temporal patch.
  */
 import * as v from "valibot";
-import type { RGBImage } from "../core/image.ts";
+import { checkRgbImage, type RGBImage } from "../core/image.ts";
 import { VagenError } from "../core/errors.ts";
 import { resizeBicubic } from "./image-resize.ts";
 
@@ -178,9 +178,7 @@ export function processImages(images: readonly RGBImage[], opts: ImageProcessorO
  */
 export function resizeForPatches(img: RGBImage, opts: ImageProcessorOptions): RGBImage {
   const unit = opts.patchSize * opts.mergeSize;
-  if (img.data.length !== img.width * img.height * 3) {
-    throw new VagenError(`image of ${img.width}x${img.height}: expected ${img.width * img.height * 3} RGB bytes, got ${img.data.length}`);
-  }
+  checkRgbImage(img);
   if (opts.doResize) {
     const [h, w] = smartResize(img.height, img.width, unit, opts.minPixels, opts.maxPixels);
     return resizeBicubic(img, w, h);

@@ -98,6 +98,20 @@ describe("Qwen2.5-VL through the engine (tiny fixture, CPU, f32)", () => {
     expect(engine.stats().idleSessions).toBe(0);
   });
 
+  test("a malformed image fails its own request only; requests beside it in the same prefill still match transformers", async () => {
+    const { engine, builder } = loaded;
+    const good = builder.buildPrompt(caseMessages("one_image"));
+    const broken = builder.buildPrompt(caseMessages("two_images"));
+    const image = broken.images[0]!;
+    const bad = { ...broken, images: [{ ...image, image: { ...image.image, data: image.image.data.subarray(0, 10) } }, ...broken.images.slice(1)] };
+    const sampling = { temperature: 0, maxNewTokens: refs.cases.one_image!.greedy!.length, ignoreStopTokens: true };
+    const [ok, failed] = await Promise.allSettled([engine.generate({ prompt: good, sampling }), engine.generate({ prompt: bad, sampling })]);
+    expect(failed.status).toBe("rejected");
+    expect(String((failed as PromiseRejectedResult).reason)).toMatch(/expected \d+ RGB bytes, got 10/);
+    expect(ok.status).toBe("fulfilled");
+    expect((ok as PromiseFulfilledResult<GenerationResult>).value.tokenIds).toEqual(refs.cases.one_image!.greedy!);
+  });
+
   test("createEngineClient loads a model directory and owns it", async () => {
     const client = createEngineClient(FIXTURE_DIR, { device: "cpu", dtype: "f32", max_seq_len: 256, kv_cache_gib: 0.02 }, { temperature: 0, maxTokens: 4 });
     expect(client.description).toBe("engine:qwen2_5_vl_tiny");
