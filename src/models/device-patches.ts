@@ -56,12 +56,20 @@ export function resizeAllForPatches(images: readonly RGBImage[], opts: ImageProc
   return images.map((img) => resizeForPatches(img, opts));
 }
 
-/** Consecutive runs of images of one size, in order. */
+/**
+ * Pixels one pass may take: its int64 byte index is 24 bytes a pixel (192 MiB here), so a
+ * batch of large images goes in several passes.
+ */
+const PASS_PIXELS = 1 << 23;
+
+/** Consecutive runs of images of one size, in order, each of at most PASS_PIXELS pixels (or one image). */
 function runsOfOneSize(images: readonly RGBImage[]): RGBImage[][] {
   const runs: RGBImage[][] = [];
   for (const img of images) {
-    const last = runs.at(-1)?.[0];
-    if (last && last.width === img.width && last.height === img.height) runs.at(-1)!.push(img);
+    const run = runs.at(-1);
+    const first = run?.[0];
+    const fits = first !== undefined && first.width === img.width && first.height === img.height && (run!.length + 1) * img.width * img.height <= PASS_PIXELS;
+    if (fits) run!.push(img);
     else runs.push([img]);
   }
   return runs;

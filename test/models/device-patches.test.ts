@@ -17,6 +17,8 @@ function image(width: number, height: number, seed: number) {
 describe("patchesOnDevice", () => {
   const cases = [
     { name: "a Sokoban render at 28 px a cell (96 x 96 -> 168 x 168)", images: [image(96, 96, 1), image(96, 96, 2), image(96, 96, 3)], opts: { ...DEFAULT_IMAGE_PROCESSOR, minPixels: 168 * 168, maxPixels: 168 * 168 + 28 * 12 + 1 } },
+    // 300 x 168 x 168 pixels is past one pass's 2^23: two passes, joined in order.
+    { name: "300 renders, more pixels than one pass takes", images: Array.from({ length: 300 }, (_, i) => image(96, 96, 10 + i)), opts: { ...DEFAULT_IMAGE_PROCESSOR, minPixels: 168 * 168, maxPixels: 168 * 168 + 28 * 12 + 1 } },
     { name: "mixed sizes, non-square, in one call", images: [image(64, 40, 4), image(200, 120, 5), image(64, 40, 6), image(30, 90, 7)], opts: DEFAULT_IMAGE_PROCESSOR },
     { name: "no resizing, merge 1, temporal patch 1", images: [image(28, 42, 8)], opts: { ...DEFAULT_IMAGE_PROCESSOR, doResize: false, mergeSize: 1, temporalPatchSize: 1 } },
   ];
