@@ -8,9 +8,9 @@
  * `OMP_NUM_THREADS=1 bun bench/vision-host.ts [IMAGES]` (default 64 images).
  */
 import * as torch from "../src/torch/index.ts";
-import { DEFAULT_IMAGE_PROCESSOR, processImages } from "../src/models/image-processor.ts";
+import { DEFAULT_IMAGE_PROCESSOR, processImages, resizeForPatches } from "../src/models/image-processor.ts";
 import { segmentAttention, segmentLayout } from "../src/models/segment-attention.ts";
-import { patchesOnDevice, resizeAllForPatches } from "../src/models/device-patches.ts";
+import { patchesOnDevice } from "../src/models/device-patches.ts";
 
 const images = Number(process.argv[2] ?? 64);
 const bounds = [0];
@@ -49,7 +49,7 @@ for (const cell of [28, 14]) {
     return ((performance.now() - started) / 5).toFixed(1);
   };
   const host = time(() => void torch.tidy(() => { const p = processImages(renders, options); torch.tensor(p.pixelValues, [p.numPatches, p.patchDim], { device: "cpu" }).sum().item(); }));
-  const resized = resizeAllForPatches(renders, options);
+  const resized = renders.map((img) => resizeForPatches(img, options));
   const onDevice = time(() => void torch.tidy(() => patchesOnDevice(resized, options, "cpu").pixels.sum().item()));
   console.log(`${images} renders to a (${images * 144}, 1176) patch tensor: ${host} ms on the host (resize included), ${onDevice} ms from resized bytes through libtorch`);
 }

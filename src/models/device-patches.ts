@@ -11,7 +11,7 @@
 import type { RGBImage } from "../core/image.ts";
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
-import { normalisationTable, resizeForPatches, type ImageProcessorOptions } from "./image-processor.ts";
+import { normalisationTable, type ImageProcessorOptions } from "./image-processor.ts";
 
 export interface DevicePatches {
   /** (numPatches, 3 * temporalPatch * patch^2) float32 on the device, rows as `processImages` orders them. */
@@ -21,19 +21,16 @@ export interface DevicePatches {
 }
 
 /**
- * Patches of `resized` (images already at their patch size: `resizeForPatches`, or the
- * cached results of it) on `device`.
+ * Patches of `resized` (images already at their patch size: image-processor.ts
+ * `resizeForPatches`, or patch-cache.ts `resizeImagesCached`) on `device`.
  */
 export function patchesOnDevice(resized: readonly RGBImage[], opts: ImageProcessorOptions, device: string): DevicePatches {
   const { patchSize: ps, temporalPatchSize: tps, mergeSize: m } = opts;
-  const gridThw = resized.map((img): [number, number, number] => [1, img.height / ps, img.width / ps]);
+  const gridThw = patchGrids(resized, opts);
   return torch.tidy(() => {
-    // (256, 3): row v holds byte v's value in each channel, so gathering along rows with
-    // the (pixels, 3) bytes reads each channel's own column.
-    const byChannel = normalisationTable(opts);
-    const byByte = new Float32Array(256 * 3);
-    for (let c = 0; c < 3; c++) for (let v = 0; v < 256; v++) byByte[v * 3 + c] = byChannel[c * 256 + v]!;
-    const table = torch.tensor(byByte, [256, 3], { device });
+    // Gathering along the (256, 3) table's rows with the (pixels, 3) bytes reads each
+    // channel's own column.
+    const table = torch.tensor(normalisationTable(opts), [256, 3], { device });
     const parts: Tensor[] = [];
     for (const run of runsOfOneSize(resized)) {
       const { width: w, height: h } = run[0]!;
@@ -51,9 +48,9 @@ export function patchesOnDevice(resized: readonly RGBImage[], opts: ImageProcess
   });
 }
 
-/** Resize every image for its patches: `resizeForPatches` of each. */
-export function resizeAllForPatches(images: readonly RGBImage[], opts: ImageProcessorOptions): RGBImage[] {
-  return images.map((img) => resizeForPatches(img, opts));
+/** [t, h, w] in patches of each image at its patch size (`resizeForPatches`'s output). */
+export function patchGrids(resized: readonly RGBImage[], opts: ImageProcessorOptions): [number, number, number][] {
+  return resized.map((img) => [1, img.height / opts.patchSize, img.width / opts.patchSize]);
 }
 
 /**

@@ -190,13 +190,14 @@ export function resizeForPatches(img: RGBImage, opts: ImageProcessorOptions): RG
 }
 
 /**
- * (3 x 256) float32: entry c * 256 + v is channel c's normalised value of byte v,
+ * (256 x 3) float32: entry v * 3 + c is channel c's normalised value of byte v (the RGB
+ * bytes' own layout, so one gather over them reads each channel's column),
  * (v * rescale - mean) / std as transformers computes it (rescaled in float64 and stored
  * as float32, normalised in float32). A pixel's value is a function of its byte, so each
  * channel's 256 are computed once.
  */
 export function normalisationTable(opts: ImageProcessorOptions): Float32Array {
-  const table = new Float32Array(3 * 256);
+  const table = new Float32Array(256 * 3);
   for (let c = 0; c < 3; c++) {
     const mean = Math.fround(opts.mean[c]!);
     const std = Math.fround(opts.std[c]!);
@@ -204,7 +205,7 @@ export function normalisationTable(opts: ImageProcessorOptions): Float32Array {
       let x = v;
       if (opts.doRescale) x = Math.fround(x * opts.rescaleFactor);
       if (opts.doNormalize) x = Math.fround(Math.fround(x - mean) / std);
-      table[c * 256 + v] = x;
+      table[v * 3 + c] = x;
     }
   }
   return table;
@@ -216,7 +217,7 @@ function normalise(img: RGBImage, opts: ImageProcessorOptions): Float32Array {
   const out = new Float32Array(3 * n);
   const table = normalisationTable(opts);
   for (let c = 0; c < 3; c++) {
-    for (let i = 0; i < n; i++) out[c * n + i] = table[c * 256 + img.data[i * 3 + c]!]!;
+    for (let i = 0; i < n; i++) out[c * n + i] = table[img.data[i * 3 + c]! * 3 + c]!;
   }
   return out;
 }

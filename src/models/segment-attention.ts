@@ -35,9 +35,14 @@ export interface SegmentLayout {
  * (default SEGMENT_MASK_MAX_ROWS): the most rows for which mixed lengths use a mask; 0
  * always groups.
  */
-export function segmentLayout(bounds: readonly number[], n: number, device: string, maskMaxRows = SEGMENT_MASK_MAX_ROWS): SegmentLayout {
+export function segmentLayout(given: readonly number[], n: number, device: string, maskMaxRows = SEGMENT_MASK_MAX_ROWS): SegmentLayout {
+  if (given.length < 2) return { groups: [{ start: 0, count: 1, length: n }] };
+  if (given[0] !== 0 || given.at(-1) !== n || given.some((b, i) => i > 0 && b < given[i - 1]!)) {
+    throw new Error(`segmentLayout: bounds ${JSON.stringify(given.slice(0, 8))}${given.length > 8 ? " ..." : ""} must rise from 0 to the ${n} rows`);
+  }
+  // Empty segments hold no rows: dropped, the others keep their bounds.
+  const bounds = given.filter((b, i) => i === 0 || b > given[i - 1]!);
   const lengths = bounds.slice(1).map((b, i) => b - bounds[i]!);
-  if (lengths.length === 0 || lengths.some((l) => l <= 0)) return { groups: [{ start: 0, count: 1, length: n }] };
   const first = lengths[0]!;
   if (lengths.every((l) => l === first)) return { groups: [{ start: 0, count: lengths.length, length: first }] };
   if (n <= maskMaxRows) return { groups: [], mask: blockDiagonalMask(bounds, n, device) };

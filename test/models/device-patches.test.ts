@@ -1,7 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import * as torch from "../../src/torch/index.ts";
-import { DEFAULT_IMAGE_PROCESSOR, processImages } from "../../src/models/image-processor.ts";
-import { patchesOnDevice, resizeAllForPatches } from "../../src/models/device-patches.ts";
+import { DEFAULT_IMAGE_PROCESSOR, processImages, resizeForPatches, type ImageProcessorOptions } from "../../src/models/image-processor.ts";
+import { patchesOnDevice } from "../../src/models/device-patches.ts";
+import type { RGBImage } from "../../src/core/image.ts";
+
+const resizeAll = (images: RGBImage[], opts: ImageProcessorOptions) => images.map((img) => resizeForPatches(img, opts));
 
 /** A deterministic image with every byte value in use. */
 function image(width: number, height: number, seed: number) {
@@ -25,7 +28,7 @@ describe("patchesOnDevice", () => {
   for (const c of cases) {
     test(`${c.name}: exactly processImages's values, rows and grids`, () => {
       const want = processImages(c.images, c.opts);
-      const got = patchesOnDevice(resizeAllForPatches(c.images, c.opts), c.opts, "cpu");
+      const got = patchesOnDevice(resizeAll(c.images, c.opts), c.opts, "cpu");
       expect(got.gridThw).toEqual(want.gridThw);
       expect(got.pixels.shape).toEqual([want.numPatches, want.patchDim]);
       const values = got.pixels.toFloat32Array();
@@ -37,6 +40,6 @@ describe("patchesOnDevice", () => {
   }
 
   test("an image whose bytes do not match its size is refused, naming both", () => {
-    expect(() => resizeAllForPatches([{ width: 4, height: 4, data: new Uint8Array(10) }], DEFAULT_IMAGE_PROCESSOR)).toThrow(/4x4: expected 48 RGB bytes, got 10/);
+    expect(() => resizeAll([{ width: 4, height: 4, data: new Uint8Array(10) }], DEFAULT_IMAGE_PROCESSOR)).toThrow(/4x4: expected 48 RGB bytes, got 10/);
   });
 });

@@ -59,6 +59,18 @@ describe("segmentAttention", () => {
     });
   });
 
+  test("an empty segment is dropped (no rows, no batch); bounds that do not rise from 0 to n are refused", () => {
+    torch.tidy(() => {
+      const withEmpty = [0, 16, 16, 32];
+      const [q, k, v] = qkv(32, 5);
+      const layout = segmentLayout(withEmpty, 32, "cpu", 0);
+      expect(layout.groups).toEqual([{ start: 0, count: 2, length: 16 }]);
+      expectClose(segmentAttention(q, k, v, layout, scale).contiguous().toFloat32Array(), perSegment(q, k, v, [0, 16, 32], scale));
+      expect(() => segmentLayout([0, 16, 30], 32, "cpu")).toThrow(/must rise from 0 to the 32 rows/);
+      expect(() => segmentLayout([0, 20, 10, 32], 32, "cpu")).toThrow(/must rise/);
+    });
+  });
+
   test("segments of one length: one batch, no reordering", () => {
     torch.tidy(() => {
       const even = [0, 16, 32, 48];

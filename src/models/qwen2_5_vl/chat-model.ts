@@ -28,10 +28,11 @@ import {
   imageProcessorOptions,
   checkRowImageTokens,
   PreprocessorConfigSchema,
+  resizeForPatches,
   type ImageProcessorOptions,
 } from "../image-processor.ts";
 import { resizeImagesCached } from "../patch-cache.ts";
-import { patchesOnDevice, resizeAllForPatches } from "../device-patches.ts";
+import { patchGrids, patchesOnDevice } from "../device-patches.ts";
 import type { Prompt, PromptImage } from "../prompt.ts";
 import { readJson, TextTokenizer } from "../tokenizer.ts";
 import { Qwen25VLModel } from "./model.ts";
@@ -166,8 +167,9 @@ export class Qwen25VLChatModel implements ModelFamily {
         return hi <= lo ? [] : [{ row, image, lo: lo - from, skip: lo - image.offset, count: hi - lo }];
       }),
     );
-    for (const batch of visionBatches(wanted, (w) => { const [t, h, wd] = gridOf(w.image); return t * h * wd; })) {
-      const { pixels } = patchesOnDevice(resizeAllForPatches(batch.map((w) => w.image.image), this.imageOptions), this.imageOptions, device);
+    for (const batch of visionBatches(wanted, (w) => gridOf(w.image).reduce((a, b) => a * b))) {
+      const resized = batch.map((w) => resizeForPatches(w.image.image, this.imageOptions));
+      const { pixels } = patchesOnDevice(resized, this.imageOptions, device);
       const features = this.model.encodeImages(pixels, batch.map((w) => gridOf(w.image)));
       let offset = 0;
       for (const w of batch) {
@@ -201,7 +203,7 @@ export class Qwen25VLChatModel implements ModelFamily {
     // A training step forwards the same images several times: each is resized once, and
     // its patches are made on the device from the resized bytes.
     const resized = images.length > 0 ? resizeImagesCached(images, this.imageOptions) : [];
-    const grids = resized.map((img): [number, number, number] => [1, img.height / this.imageOptions.patchSize, img.width / this.imageOptions.patchSize]);
+    const grids = patchGrids(resized, this.imageOptions);
     checkRowImageTokens(batch, grids, this.model.config.imageTokenId, this.imageOptions.mergeSize);
     return torch.tidy(() => {
       const out = this.model.forwardBatch(
