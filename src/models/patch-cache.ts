@@ -11,6 +11,7 @@
  * then never hit. An image is cached under one set of options.
  */
 import type { RGBImage } from "../core/image.ts";
+import { imageKey } from "./image-key.ts";
 import { processImages, resizeForPatches, type ImageProcessorOptions, type ProcessedImages } from "./image-processor.ts";
 
 const PATCH_CACHE_BUDGET_BYTES = 1 << 30;
@@ -49,16 +50,52 @@ let resizedCacheBytes = 0;
 const releaseResized = new FinalizationRegistry<number>((bytes) => (resizedCacheBytes -= bytes));
 
 /**
- * `resizeForPatches` of the images in order, each resized once while the budget lasts:
- * the cache for families that make patches on the device (device-patches.ts), which keeps
- * the resized bytes, an eighth of the float patches' size, so the same budget holds eight
- * times the images.
+ * Resized images by their pixels (`imageKey`), least recently used first, per set of
+ * options. Renders repeat: a rollout step's eight episodes of a level start from one room,
+ * a room's later states recur across them, and a policy that bumps into a wall sees the
+ * same image again. One resize then serves every copy; eviction is by age because a
+ * rollout's images are new each step.
+ */
+const RESIZED_BY_CONTENT_BUDGET_BYTES = 256 << 20;
+const resizedByContent = new WeakMap<ImageProcessorOptions, Map<string, RGBImage>>();
+let resizedByContentBytes = 0;
+
+function resizeByContent(image: RGBImage, options: ImageProcessorOptions): RGBImage {
+  let byKey = resizedByContent.get(options);
+  if (byKey === undefined) resizedByContent.set(options, (byKey = new Map()));
+  const key = imageKey(image);
+  const hit = byKey.get(key);
+  if (hit !== undefined) {
+    // Map keeps insertion order: re-inserting makes the entry the most recent.
+    byKey.delete(key);
+    byKey.set(key, hit);
+    return hit;
+  }
+  const resized = resizeForPatches(image, options);
+  if (resized.data.byteLength > RESIZED_BY_CONTENT_BUDGET_BYTES) return resized;
+  byKey.set(key, resized);
+  resizedByContentBytes += resized.data.byteLength;
+  for (const [oldest, old] of byKey) {
+    if (resizedByContentBytes <= RESIZED_BY_CONTENT_BUDGET_BYTES) break;
+    byKey.delete(oldest);
+    resizedByContentBytes -= old.data.byteLength;
+  }
+  return resized;
+}
+
+/**
+ * `resizeForPatches` of the images in order, each resized once: the cache for families
+ * that make patches on the device (device-patches.ts), used by the engine's prefill and
+ * the training forward alike, so a rollout's images are resized once for both. An image
+ * object is looked up first (kept while the budget lasts, the resized bytes an eighth of
+ * the float patches' size, so the same budget holds eight times the images), then its
+ * pixels (`resizeByContent`). The returned images are shared: never write to them.
  */
 export function resizeImagesCached(images: readonly RGBImage[], options: ImageProcessorOptions): RGBImage[] {
   return images.map((image) => {
     const hit = resizedCache.get(image);
     if (hit !== undefined && hit.options === options) return hit.resized;
-    const resized = resizeForPatches(image, options);
+    const resized = options.doResize ? resizeByContent(image, options) : resizeForPatches(image, options);
     if (hit === undefined && resizedCacheBytes + resized.data.byteLength <= PATCH_CACHE_BUDGET_BYTES) {
       resizedCache.set(image, { options, resized });
       resizedCacheBytes += resized.data.byteLength;

@@ -28,7 +28,6 @@ import {
   imageProcessorOptions,
   checkRowImageTokens,
   PreprocessorConfigSchema,
-  resizeForPatches,
   type ImageProcessorOptions,
 } from "../image-processor.ts";
 import { resizeImagesCached } from "../patch-cache.ts";
@@ -168,7 +167,7 @@ export class Qwen25VLChatModel implements ModelFamily {
       }),
     );
     for (const batch of visionBatches(wanted, (w) => gridOf(w.image).reduce((a, b) => a * b))) {
-      const resized = batch.map((w) => resizeForPatches(w.image.image, this.imageOptions));
+      const resized = resizeImagesCached(batch.map((w) => w.image.image), this.imageOptions);
       const { pixels } = patchesOnDevice(resized, this.imageOptions, device);
       const features = this.model.encodeImages(pixels, batch.map((w) => gridOf(w.image)));
       let offset = 0;
