@@ -5,6 +5,7 @@
 // Adding, removing or reordering an op changes the ABI: bump VT_ABI_VERSION in shim.h.
 #include "shim.h"
 
+#include <cmath>
 #include <sstream>
 
 using vt::T;
@@ -316,8 +317,10 @@ VT_API int32_t vt_unary(int32_t op, void* ah, double* out) {
   VT_CATCH
 }
 
-VT_API int32_t vt_binary(int32_t op, void* ah, void* bh, double alpha, double* out) {
+VT_API int32_t vt_binary(int32_t op, void* ah, void* bh, double alpha_value, double* out) {
   VT_TRY
+  // A whole alpha is an integer scalar, so integer tensors add and subtract (PyTorch's 1).
+  const at::Scalar alpha = vt::scalar(alpha_value, std::floor(alpha_value) == alpha_value && std::fabs(alpha_value) < 9007199254740992.0);
   enum { VT_BINARY_OPS(VT_ENUM) };
   const at::Tensor& a = T(ah);
   const at::Tensor& b = T(bh);
@@ -344,8 +347,10 @@ VT_API int32_t vt_scalar(int32_t op, void* ah, double value, int32_t is_integral
   VT_CATCH
 }
 
-VT_API int32_t vt_inplace_binary(int32_t op, void* ah, void* bh, double alpha) {
+VT_API int32_t vt_inplace_binary(int32_t op, void* ah, void* bh, double alpha_value) {
   VT_TRY
+  // A whole alpha is an integer scalar, so integer tensors add and subtract (PyTorch's 1).
+  const at::Scalar alpha = vt::scalar(alpha_value, std::floor(alpha_value) == alpha_value && std::fabs(alpha_value) < 9007199254740992.0);
   enum { VT_INPLACE_BINARY_OPS(VT_ENUM) };
   at::Tensor& a = T(ah);
   const at::Tensor& b = T(bh);

@@ -6,7 +6,7 @@
  * once in `begin`, so every image goes through the vision tower exactly once even when
  * the prompt is prefilled in chunks), with the per-layer residuals of families that have
  * them (`promptInputs`: Qwen3-VL's deepstack features), the prompt's rotary positions,
- * and, for seeded requests, the request's own generator.
+ * and, for seeded requests, how many tokens it has drawn from its stream (row-streams.ts).
  *
  * Decode steps can be launched without waiting (`launchDecode`): sampling stays on the
  * device, the ids and log-probs start their copy to pinned host memory, and an event
@@ -20,6 +20,7 @@ import type { Prompt } from "./types.ts";
 import { checkRgbImage } from "../core/image.ts";
 import { DecodeGraphs, feedTokens, type FedTokens } from "./decode-graphs.ts";
 import { SlotKvCache } from "./kv-cache.ts";
+import { rowStreamKey } from "./row-streams.ts";
 import { packSamples, sampleRows, sampleRowsOnDevice, unpackSamples, type RowSampling } from "./sampler.ts";
 import type {
   DecodeItem,
@@ -47,7 +48,8 @@ interface SequenceState {
   /** Position of generated token i (0-based, i-th after the prompt) is promptLength + i + ropeShift. */
   ropeShift: number;
   sampling: TokenSampling;
-  generator: torch.Generator | undefined;
+  /** Tokens sampled so far: a seeded sequence's next draw in its stream (row-streams.ts). */
+  draws: number;
 }
 
 export interface ModelRunnerOptions {
@@ -210,8 +212,6 @@ export class ModelRunner implements StepRunner {
           const got = this.model.promptInputs?.(start.prompt, start.cached) ?? { embeds: this.model.embedPrompt(start.prompt, start.cached) };
           return { embeds: torch.keep(got.embeds), layerResiduals: got.layerResiduals?.map((t) => torch.keep(t)) };
         });
-    const generator =
-      start.sampling.seed !== undefined ? new torch.Generator({ seed: start.sampling.seed, device: this.model.spec.device }) : undefined;
     this.seqs.set(start.seqId, {
       slot: start.slot,
       cached: start.cached,
@@ -221,7 +221,7 @@ export class ModelRunner implements StepRunner {
       positions,
       ropeShift: maxPos + 1 - n,
       sampling: start.sampling,
-      generator,
+      draws: 0,
     });
   }
 
@@ -292,7 +292,6 @@ export class ModelRunner implements StepRunner {
     if (!s) return;
     s.embeds?.dispose();
     for (const t of s.layerResiduals ?? []) t.dispose();
-    s.generator?.dispose();
     this.seqs.delete(seqId);
   }
 
@@ -312,7 +311,9 @@ export class ModelRunner implements StepRunner {
   private rowSampling(seqIds: number[]): RowSampling[] {
     return seqIds.map((id) => {
       const s = this.state(id);
-      return { temperature: s.sampling.temperature, topP: s.sampling.topP, topK: s.sampling.topK, generator: s.generator };
+      const draw = s.draws++;
+      const { temperature, topP, topK, seed } = s.sampling;
+      return { temperature, topP, topK, streamKey: seed === undefined ? undefined : rowStreamKey(seed, draw) };
     });
   }
 

@@ -7,8 +7,9 @@
  * (argmax of p / E with E ~ Exp(1), equivalent to a categorical draw), which needs one
  * uniform draw per (row, vocab entry) and no host round trip.
  *
- * Randomness: a row with a seed draws its uniforms from its own generator, so its tokens
- * do not depend on what else shares the batch; unseeded rows share one generator.
+ * Randomness: a seeded row's uniforms are a hash of its seed and draw (row-streams.ts),
+ * so its tokens do not depend on what else shares the batch; unseeded rows share one
+ * generator.
  *
  * The log-prob reported for each token is log softmax(logits / temperature) at that token
  * (raw logits for greedy rows): the distribution before top-k/top-p truncation, which is
@@ -20,12 +21,13 @@
 import * as torch from "../torch/index.ts";
 import { F } from "../torch/index.ts";
 import type { Generator, Tensor } from "../torch/index.ts";
+import { streamUniforms } from "./row-streams.ts";
 import type { SamplingOptions } from "./types.ts";
 
-/** One row's settings: the request's sampling options, and its generator when seeded. */
+/** One row's settings: the request's sampling options, and its stream key when seeded. */
 export interface RowSampling extends Pick<SamplingOptions, "temperature" | "topP" | "topK"> {
-  /** The row's own generator (seeded requests), or undefined to share the batch's. */
-  generator?: Generator;
+  /** This draw's key in the row's own stream (`rowStreamKey(seed, draw)`), or undefined to share the batch's generator. */
+  streamKey?: number;
 }
 
 export interface SampledRows {
@@ -73,10 +75,7 @@ export function sampleRowsOnDevice(logits: Tensor, rows: readonly RowSampling[],
     let candidates = logp;
     if (rows.some((r) => r.temperature > 0 && (r.topK > 0 || r.topP < 1))) candidates = truncate(logp, rows, device);
     // Exponential race: argmax(log p - log E), E = -log U.
-    const uniform = torch.rand([N, V], { generator: shared, device });
-    rows.forEach((r, i) => {
-      if (r.generator && r.temperature > 0) uniform.select(0, i).copy_(torch.rand([V], { generator: r.generator, device }));
-    });
+    const uniform = exponentialRaceUniforms(rows, V, shared, device);
     const race = candidates.sub(uniform.clampMin(1e-20).log().neg().log());
     const sampled = race.argmax(-1);
     const greedyRows = rows.map((r) => r.temperature === 0);
@@ -89,6 +88,17 @@ export function sampleRowsOnDevice(logits: Tensor, rows: readonly RowSampling[],
     chosen = logp.gather(1, tokens.view(N, 1)).view(N);
   }
   return { tokens, logprobs: chosen };
+}
+
+/** (N, V) uniforms: seeded rows' from their streams, the others' from `shared`, one batch each. */
+function exponentialRaceUniforms(rows: readonly RowSampling[], V: number, shared: Generator, device: torch.Device): Tensor {
+  const seeded = rows.map((r) => r.streamKey !== undefined);
+  if (!seeded.some(Boolean)) return torch.rand([rows.length, V], { generator: shared, device });
+  // Unseeded rows take key 0's stream here and are replaced below.
+  const own = streamUniforms(rows.map((r) => r.streamKey ?? 0), V, device);
+  if (seeded.every(Boolean)) return own;
+  const isSeeded = torch.tensor(Uint8Array.from(seeded, Number), [rows.length, 1], { dtype: "bool", device });
+  return torch.where(isSeeded, own, torch.rand([rows.length, V], { generator: shared, device }));
 }
 
 /** Sets log-probs outside each row's top-k / top-p set to -inf. */

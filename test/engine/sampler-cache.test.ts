@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import * as torch from "../../src/torch/index.ts";
+import { rowStreamKey } from "../../src/engine/row-streams.ts";
 import { sampleRows } from "../../src/engine/sampler.ts";
 import { kvBytesPerToken, planKvCache } from "../../src/engine/kv-cache.ts";
 import type { ModelSpec } from "../../src/models/family.ts";
@@ -13,11 +14,9 @@ function draw(opts: { topK?: number; topP?: number; temperature?: number }, seed
   torch.tidy(() => {
     const logits = torch.tensor(Float32Array.from([...LOGITS, ...LOGITS]), [2, 4]);
     for (let s = 0; s < seeds; s++) {
-      const gen = new torch.Generator({ seed: s });
-      const row = { temperature: opts.temperature ?? 1, topK: opts.topK ?? 0, topP: opts.topP ?? 1, generator: gen };
-      const out = sampleRows(logits, [row, { ...row, generator: undefined }], shared);
+      const row = { temperature: opts.temperature ?? 1, topK: opts.topK ?? 0, topP: opts.topP ?? 1, streamKey: rowStreamKey(s, 0) };
+      const out = sampleRows(logits, [row, { ...row, streamKey: undefined }], shared);
       out.tokenIds.forEach((t) => seen.add(t));
-      gen.dispose();
     }
   });
   shared.dispose();

@@ -33,6 +33,13 @@ export function opsSuite(device: string): void {
         expect(i.add(1).dtype).toBe("i64");
         expect(values(i.div(2))).toEqual([3.5, -3.5]);
         expect(values(i.floorDivide(2))).toEqual([3, -4]);
+        // ... and with integer tensors, in place too (a whole alpha is an integer)
+        const j = T([2 ** 40, 5], [2], "i64");
+        expect(values(i.add(j))).toEqual([2 ** 40 + 7, -2]);
+        expect(values(i.sub(j, 2))).toEqual([7 - 2 ** 41, -17]);
+        expect(values(j.clone().add_(i))).toEqual([2 ** 40 + 7, -2]);
+        expect(i.add(j).dtype).toBe("i64");
+        expect(values(a.add(b, 0.5))).toEqual([6, 12, 8, 14]);
       });
     });
 
