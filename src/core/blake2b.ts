@@ -4,17 +4,17 @@
  * parameter block mixed into the initial state, so a 8-byte BLAKE2b is a different hash
  * from the first 8 bytes of BLAKE2b-512.
  *
- * Written with BigInt for clarity; it hashes short seed strings, not bulk data.
+ * Each 64-bit word is two 32-bit halves (low at 2i, high at 2i + 1 of a Uint32Array):
+ * rollouts hash a seed string per model call, and BigInt words made that 0.1 ms a call.
  */
 
-const MASK_64 = (1n << 64n) - 1n;
 const BLOCK_BYTES = 128;
 
-/** The SHA-512 initialisation vector (RFC 7693 section 2.6). */
-const IV: readonly bigint[] = [
-  0x6a09e667f3bcc908n, 0xbb67ae8584caa73bn, 0x3c6ef372fe94f82bn, 0xa54ff53a5f1d36f1n,
-  0x510e527fade682d1n, 0x9b05688c2b3e6c1fn, 0x1f83d9abfb41bd6bn, 0x5be0cd19137e2179n,
-];
+/** The SHA-512 initialisation vector (RFC 7693 section 2.6), as (low, high) halves. */
+const IV = Uint32Array.from([
+  0xf3bcc908, 0x6a09e667, 0x84caa73b, 0xbb67ae85, 0xfe94f82b, 0x3c6ef372, 0x5f1d36f1, 0xa54ff53a,
+  0xade682d1, 0x510e527f, 0x2b3e6c1f, 0x9b05688c, 0xfb41bd6b, 0x1f83d9ab, 0x137e2179, 0x5be0cd19,
+]);
 
 /** Message word schedule per round (RFC 7693 section 2.7); rounds 10 and 11 reuse 0 and 1. */
 const SIGMA: readonly (readonly number[])[] = [
@@ -32,51 +32,80 @@ const SIGMA: readonly (readonly number[])[] = [
 
 const ROUNDS = 12;
 
-function rotateRight64(x: bigint, n: bigint): bigint {
-  return ((x >> n) | (x << (64n - n))) & MASK_64;
+/** v[a] += v[b] + m[x], 64-bit, on halves (a, b, x are word indices). */
+function add3(v: Uint32Array, a: number, b: number, m: Uint32Array, x: number): void {
+  const lo = v[2 * a]! + v[2 * b]! + m[2 * x]!;
+  const hi = v[2 * a + 1]! + v[2 * b + 1]! + m[2 * x + 1]! + Math.floor(lo / 0x100000000);
+  v[2 * a] = lo;
+  v[2 * a + 1] = hi;
+}
+
+/** v[c] += v[d], 64-bit. */
+function add2(v: Uint32Array, c: number, d: number): void {
+  const lo = v[2 * c]! + v[2 * d]!;
+  v[2 * c + 1] = v[2 * c + 1]! + v[2 * d + 1]! + (lo >= 0x100000000 ? 1 : 0);
+  v[2 * c] = lo;
+}
+
+/** v[d] = rotr64(v[d] ^ v[a], n) for n in 16, 24, 32, 63. */
+function xorRotate(v: Uint32Array, d: number, a: number, n: number): void {
+  const lo = v[2 * d]! ^ v[2 * a]!;
+  const hi = v[2 * d + 1]! ^ v[2 * a + 1]!;
+  if (n === 32) {
+    v[2 * d] = hi;
+    v[2 * d + 1] = lo;
+  } else if (n === 63) {
+    // rotr 63 = rotl 1
+    v[2 * d] = (lo << 1) | (hi >>> 31);
+    v[2 * d + 1] = (hi << 1) | (lo >>> 31);
+  } else {
+    v[2 * d] = (lo >>> n) | (hi << (32 - n));
+    v[2 * d + 1] = (hi >>> n) | (lo << (32 - n));
+  }
 }
 
 /** The mixing function G (RFC 7693 section 3.1), in place on the working vector. */
-function mix(v: bigint[], a: number, b: number, c: number, d: number, x: bigint, y: bigint): void {
-  v[a] = (v[a]! + v[b]! + x) & MASK_64;
-  v[d] = rotateRight64(v[d]! ^ v[a]!, 32n);
-  v[c] = (v[c]! + v[d]!) & MASK_64;
-  v[b] = rotateRight64(v[b]! ^ v[c]!, 24n);
-  v[a] = (v[a]! + v[b]! + y) & MASK_64;
-  v[d] = rotateRight64(v[d]! ^ v[a]!, 16n);
-  v[c] = (v[c]! + v[d]!) & MASK_64;
-  v[b] = rotateRight64(v[b]! ^ v[c]!, 63n);
-}
-
-/** The 16 little-endian 64-bit words of a (zero-padded) 128-byte block. */
-function blockWords(block: Uint8Array): bigint[] {
-  const view = new DataView(block.buffer, block.byteOffset, block.byteLength);
-  return Array.from({ length: 16 }, (_, i) => view.getBigUint64(i * 8, true));
+function mix(v: Uint32Array, a: number, b: number, c: number, d: number, m: Uint32Array, x: number, y: number): void {
+  add3(v, a, b, m, x);
+  xorRotate(v, d, a, 32);
+  add2(v, c, d);
+  xorRotate(v, b, c, 24);
+  add3(v, a, b, m, y);
+  xorRotate(v, d, a, 16);
+  add2(v, c, d);
+  xorRotate(v, b, c, 63);
 }
 
 /**
  * The compression function F (RFC 7693 section 3.2). `bytesSoFar` is the counter t: all
  * bytes hashed including this block (the spec's 128-bit counter; the high half stays 0
- * for inputs under 2^64 bytes).
+ * for inputs under 2^53 bytes).
  */
-function compress(h: bigint[], block: Uint8Array, bytesSoFar: bigint, isLastBlock: boolean): void {
-  const m = blockWords(block);
-  const v = [...h, ...IV];
-  v[12] = v[12]! ^ (bytesSoFar & MASK_64);
-  v[13] = v[13]! ^ (bytesSoFar >> 64n);
-  if (isLastBlock) v[14] = v[14]! ^ MASK_64;
+function compress(h: Uint32Array, block: Uint8Array, bytesSoFar: number, isLastBlock: boolean): void {
+  const view = new DataView(block.buffer, block.byteOffset, block.byteLength);
+  const m = new Uint32Array(32);
+  for (let i = 0; i < 32; i++) m[i] = view.getUint32(i * 4, true);
+  const v = new Uint32Array(32);
+  v.set(h);
+  v.set(IV, 16);
+  v[24] = v[24]! ^ bytesSoFar % 0x100000000;
+  v[25] = v[25]! ^ Math.floor(bytesSoFar / 0x100000000);
+  if (isLastBlock) {
+    v[28] = ~v[28]!;
+    v[29] = ~v[29]!;
+  }
   for (let round = 0; round < ROUNDS; round++) {
     const s = SIGMA[round % 10]!;
-    mix(v, 0, 4, 8, 12, m[s[0]!]!, m[s[1]!]!);
-    mix(v, 1, 5, 9, 13, m[s[2]!]!, m[s[3]!]!);
-    mix(v, 2, 6, 10, 14, m[s[4]!]!, m[s[5]!]!);
-    mix(v, 3, 7, 11, 15, m[s[6]!]!, m[s[7]!]!);
-    mix(v, 0, 5, 10, 15, m[s[8]!]!, m[s[9]!]!);
-    mix(v, 1, 6, 11, 12, m[s[10]!]!, m[s[11]!]!);
-    mix(v, 2, 7, 8, 13, m[s[12]!]!, m[s[13]!]!);
-    mix(v, 3, 4, 9, 14, m[s[14]!]!, m[s[15]!]!);
+    mix(v, 0, 4, 8, 12, m, s[0]!, s[1]!);
+    mix(v, 1, 5, 9, 13, m, s[2]!, s[3]!);
+    mix(v, 2, 6, 10, 14, m, s[4]!, s[5]!);
+    mix(v, 3, 7, 11, 15, m, s[6]!, s[7]!);
+    mix(v, 0, 5, 10, 15, m, s[8]!, s[9]!);
+    mix(v, 1, 6, 11, 12, m, s[10]!, s[11]!);
+    mix(v, 2, 7, 8, 13, m, s[12]!, s[13]!);
+    mix(v, 3, 4, 9, 14, m, s[14]!, s[15]!);
   }
-  for (let i = 0; i < 8; i++) h[i] = h[i]! ^ v[i]! ^ v[i + 8]!;
+  for (let i = 0; i < 16; i++) h[i] = h[i]! ^ v[i]! ^ v[i + 16]!;
 }
 
 /** BLAKE2b of `data` with a digest of `digestBytes` (1..64) bytes and no key. */
@@ -85,22 +114,22 @@ export function blake2b(data: Uint8Array, digestBytes = 64): Uint8Array {
     throw new RangeError(`blake2b: digest size must be 1..64 bytes, got ${digestBytes}`);
   }
   // Parameter block word 0: digest length, key length (0), fanout 1, depth 1 (sequential mode).
-  const h = [...IV];
-  h[0] = h[0]! ^ 0x01010000n ^ BigInt(digestBytes);
+  const h = Uint32Array.from(IV);
+  h[0] = h[0]! ^ 0x01010000 ^ digestBytes;
 
   // Every block but the last is compressed as soon as it is known not to be the last; the
   // empty message is one all-zero final block with counter 0.
   let offset = 0;
   while (data.length - offset > BLOCK_BYTES) {
     offset += BLOCK_BYTES;
-    compress(h, data.subarray(offset - BLOCK_BYTES, offset), BigInt(offset), false);
+    compress(h, data.subarray(offset - BLOCK_BYTES, offset), offset, false);
   }
   const last = new Uint8Array(BLOCK_BYTES);
   last.set(data.subarray(offset));
-  compress(h, last, BigInt(data.length), true);
+  compress(h, last, data.length, true);
 
   const out = new Uint8Array(64);
   const view = new DataView(out.buffer);
-  h.forEach((word, i) => view.setBigUint64(i * 8, word, true));
+  h.forEach((half, i) => view.setUint32(i * 4, half, true));
   return out.slice(0, digestBytes);
 }
