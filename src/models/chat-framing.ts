@@ -11,6 +11,7 @@
  * (`FramingOptions.framingHistory`): the comparison then runs on that view.
  */
 import { VagenError } from "../core/errors.ts";
+import { LruMap } from "../core/lru.ts";
 import type { ChatTemplate, TemplateMessage, TemplateRole } from "./chat-template.ts";
 
 /**
@@ -41,8 +42,19 @@ export interface FramingOptions {
   replyProbe?: string;
 }
 
+/** Renderings kept per framing, and the longest key kept (a long history rarely recurs). */
+const RENDER_MEMO_ENTRIES = 1024;
+const RENDER_MEMO_MAX_KEY = 16_384;
+
 export class ChatFraming {
   private readonly variables: Record<string, unknown> | undefined;
+  /**
+   * Renderings by their messages. Framing one message renders the history two or three
+   * times, and a rollout frames the same few messages (the system prompt, an observation
+   * whose text does not change) every turn of every episode: the template engine was a
+   * tenth of a rollout's host time.
+   */
+  private readonly rendered = new LruMap<string, string>(RENDER_MEMO_ENTRIES);
   private readonly view: (history: readonly TemplateMessage[]) => readonly TemplateMessage[];
   private readonly replyProbe: string;
 
@@ -110,7 +122,9 @@ export class ChatFraming {
   }
 
   private render(messages: readonly TemplateMessage[], addGenerationPrompt: boolean): string {
-    return this.template.render(messages, { addGenerationPrompt, variables: this.variables });
+    const make = () => this.template.render(messages, { addGenerationPrompt, variables: this.variables });
+    const key = JSON.stringify([addGenerationPrompt, messages]);
+    return key.length > RENDER_MEMO_MAX_KEY ? make() : this.rendered.getOrMake(key, make);
   }
 
   private suffix(before: string, after: string, what: string): string {

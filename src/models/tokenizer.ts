@@ -10,6 +10,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { VagenError } from "../core/errors.ts";
+import { LruMap } from "../core/lru.ts";
 
 export interface TokenizerFiles {
   /** Parsed tokenizer.json. */
@@ -18,8 +19,14 @@ export interface TokenizerFiles {
   config: Record<string, unknown>;
 }
 
+/** Texts whose tokens are kept, and the longest kept: turns repeat their short texts. */
+const ENCODE_MEMO_ENTRIES = 4096;
+const ENCODE_MEMO_MAX_CHARS = 4096;
+
 export class TextTokenizer {
   private readonly inner: Tokenizer;
+  /** Ids by text: a rollout encodes the same observation text and framing every turn. */
+  private readonly encoded = new LruMap<string, number[]>(ENCODE_MEMO_ENTRIES);
   private readonly specialIds: Set<number>;
   private readonly tokenToIdMap: Map<string, number>;
 
@@ -51,7 +58,9 @@ export class TextTokenizer {
 
   /** Token ids of `text`, without adding BOS/EOS (chat templates write them). */
   encode(text: string): number[] {
-    return this.inner.encode(text, { add_special_tokens: false }).ids;
+    if (text.length > ENCODE_MEMO_MAX_CHARS) return this.inner.encode(text, { add_special_tokens: false }).ids;
+    // A copy: callers own the array they get.
+    return this.encoded.getOrMake(text, () => this.inner.encode(text, { add_special_tokens: false }).ids).slice();
   }
 
   decode(ids: readonly number[], opts: { skipSpecialTokens?: boolean } = {}): string {

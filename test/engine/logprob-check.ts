@@ -33,6 +33,8 @@ export interface CompareOptions {
   maxNewTokens: number;
   /** Math attention in the training forward (as the engine's `attention: math`). */
   mathAttention?: boolean;
+  /** Prompt i samples with seed `seedBase + i` (default 100). */
+  seedBase?: number;
 }
 
 /**
@@ -43,7 +45,7 @@ export async function compareLogprobs(loaded: LoadedEngine, messages: readonly C
   const { engine, model } = loaded;
   const prompts: Prompt[] = messages.map((m) => model.buildPrompt(m));
   const results = await Promise.all(
-    prompts.map((prompt, i) => engine.generate({ prompt, sampling: { temperature: opts.temperature, maxNewTokens: opts.maxNewTokens, seed: 100 + i } })),
+    prompts.map((prompt, i) => engine.generate({ prompt, sampling: { temperature: opts.temperature, maxNewTokens: opts.maxNewTokens, seed: (opts.seedBase ?? 100) + i } })),
   );
 
   // The trainer's layout: prompt left-padded to P, reply right-padded to R.
