@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { runDemo } from "../../src/demo/demo.ts";
-import { demoRecipe, type DemoAlgorithm, type DemoRecipe } from "../../src/demo/recipe.ts";
+import { demoRecipe, resolveRecipe, type DemoAlgorithm, type DemoRecipe } from "../../src/demo/recipe.ts";
 import type { DemoEnv, DemoFormat, DemoRender } from "../../src/demo/task.ts";
 
 const { values, positionals } = parseArgs({
@@ -28,7 +28,8 @@ const { values, positionals } = parseArgs({
 });
 const seed = Number(positionals[0] ?? 0);
 const overrides = JSON.parse(positionals[1] ?? "{}") as Partial<DemoRecipe>;
-const recipe: Partial<DemoRecipe> = values["recipe-of"] ? { ...demoRecipe(values["recipe-of"], values.env as DemoEnv), ...overrides } : overrides;
+// Another device's recipe, with its format's overrides, then these.
+const recipe: Partial<DemoRecipe> = values["recipe-of"] ? resolveRecipe(demoRecipe(values["recipe-of"], values.env as DemoEnv), values.format as DemoFormat, overrides) : overrides;
 const runDir = positionals[2] ?? join(mkdtempSync(join(tmpdir(), "vagen-lift-")), "run");
 const validations: { step: number; success: number }[] = [];
 const started = performance.now();

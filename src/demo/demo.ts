@@ -26,7 +26,7 @@ import type { SolverDataConfig } from "../sft/config.ts";
 import { checkTrainConfig } from "../training/config.ts";
 import type { TrainEvent } from "../training/events.ts";
 import { runTraining } from "../training/trainer.ts";
-import { demoRecipe, sftConfig, trainConfig, type DemoAlgorithm, type DemoRecipe } from "./recipe.ts";
+import { demoRecipe, resolveRecipe, sftConfig, trainConfig, type DemoAlgorithm, type DemoRecipe } from "./recipe.ts";
 import { demoTask, writeDemoBaseModel, type DemoEnv, type DemoFormat, type DemoRender } from "./task.ts";
 
 export interface DemoOptions {
@@ -79,7 +79,7 @@ function demonstrations(solver: SolverDataConfig): string {
 export async function runDemo(opts: DemoOptions, onEvent: (event: DemoEvent) => void = () => {}): Promise<DemoSummary> {
   const started = performance.now();
   const clock = () => (performance.now() - started) / 1000;
-  const recipe = { ...demoRecipe(opts.device, opts.env), ...opts.recipe };
+  const recipe = resolveRecipe(demoRecipe(opts.device, opts.env), opts.format ?? "answer", opts.recipe);
   const task = demoTask(opts.env, opts.render, recipe.frozenLakeBoard, { levels: recipe.sokobanLevels, format: opts.format, maxTurns: recipe.sokobanMaxTurns, ...(recipe.sokobanCellPixels ? { cellPixels: recipe.sokobanCellPixels } : {}) });
   const steps = opts.steps ?? recipe.rlSteps;
   if (!opts.device.startsWith("cuda") && recipe.cpuThreads) torch.setNumThreads(recipe.cpuThreads);

@@ -22,7 +22,7 @@ import * as v from "valibot";
 import type { SftConfig } from "../sft/config.ts";
 import { TrainConfig } from "../training/config.ts";
 import { DEMO_MODEL_SPEC, type TinyQwenSpec } from "./model-dir.ts";
-import { demoSolverData, type DemoEnv, type DemoTask, type FrozenLakeBoard, type SokobanLevels } from "./task.ts";
+import { demoSolverData, type DemoEnv, type DemoFormat, type DemoTask, type FrozenLakeBoard, type SokobanLevels } from "./task.ts";
 
 /** The RL algorithms the demo offers, and the estimator each runs. */
 export const DEMO_ALGORITHMS = { gigpo: "gigpo", grpo: "trajectory_grpo", ppo: "default_gae", bi_level: "bi_level_gae" } as const;
@@ -44,6 +44,12 @@ export interface DemoRecipe {
    * (the state rewards, Sokoban's exact reader, main's grouped F1 above its chance floor).
    */
   stateReward?: number;
+  /**
+   * wm format: how an episode's state rewards are paid (default `per_turn`, every turn's in
+   * full; `episode_mean`, each turn's divided by the episode's turns, as VAGEN main's latest
+   * bi-level script does, so a long episode earns no more of them than a short one).
+   */
+  stateRewardAggregation?: "per_turn" | "episode_mean";
   /**
    * Solver episodes for the warm start, the share of them played by a careless solver
    * (FrozenLake: blind to holes) and the share of moves that are random.
@@ -96,6 +102,12 @@ export interface DemoRecipe {
    * measured on 2 cores, a supervised step took 0.13 s on one thread and 0.27 s on two.
    */
   cpuThreads?: number;
+  /**
+   * Parts of the recipe that differ by format, applied over it (and under what a caller
+   * overrides): a wm reply is 67 tokens to an answer's 6, so its warm start and its state
+   * rewards are set apart.
+   */
+  formatOverrides?: Partial<Record<DemoFormat, Partial<Omit<DemoRecipe, "formatOverrides">>>>;
 }
 
 /**
@@ -205,38 +217,55 @@ export const SOKOBAN_CPU_RECIPE: DemoRecipe = {
 };
 
 /**
- * Sokoban on CUDA: VAGEN's levels (6x6, one box, one to five moves),
- * nine turns, the CUDA policy (1.18M parameters). Scaled up from what the CPU showed:
- * imitation needs many boards before it reads where the box is, so 4096 demonstrations
- * for one epoch (~380 steps of 32, about 12,000 samples; the loss thresholds of the CPU
- * recipe do not carry over to the reasoning formats, whose replies are 4 to 11 times
- * longer); RL's first steps at 8 levels a step move a barely-sure policy's greedy choices
- * about, so 16 levels a step, and 100 steps at lr 1e-4. Measured on an H200 (docs/demo.md):
- * the warm start reaches 0.72-0.86 on 128 held-out levels; RL at the CUDA FrozenLake
- * recipe's 5e-4 lowered it (answer: 0.72 -> 0.51 by step 50 on seed 0), at 1e-4 it held
- * it (0.72, 0.73, 0.75 at step 40 on seeds 0-2) but did not lift it yet. What lifted the
- * CPU recipe did not carry over as it stands: with RL's format reward off at lr 3e-4 a
- * 2048-demonstration warm start went 0.57 -> 0.61 by step 50 (0.48 with the format
- * reward), and with the vision tower trained the one-epoch warm start stayed at chance on
- * the move (0.16-0.26). On one H200 the CPU recipe itself, run on the machine's CPU
- * cores, gets further in the same minutes (docs/demo.md).
+ * Sokoban on CUDA: VAGEN's levels (6x6, one box, one to five moves), nine turns, the CUDA
+ * policy (1.18M parameters) with what lifted the CPU recipe (the vision tower trained in
+ * both phases, no per-turn format reward in RL, a warm start of 2048 demonstrations
+ * stopped once its loss is below 0.18) and what the GPU's batch affords: one merged image
+ * token a cell (28 px), 32 levels x 8 a step, GiGPO's step part weighted 3 (the bumps into
+ * a wall that the greedy warm start repeats are told apart only by the moves tried from
+ * the same state), lr 2e-4, micro-batches of 32,768 tokens. Measured on an H200, four runs
+ * sharing it (docs/demo.md): answer 0.56 -> 0.72 in 150 steps (271 s); free_think 0.62 ->
+ * 0.73, 0.66 -> 0.78, 0.66 -> 0.75 by step 100 (seeds 0-2, 3-5 s a step). wm learns its
+ * template from 2 epochs (the loss threshold falls below 0.18 on the template alone) and
+ * pays 0.02 a perfect section: at 0.1, nine turns of state rewards (up to 1.8) outweighed
+ * solving (1.0), and GiGPO learned to describe the room and not finish (training success
+ * 0.57 at step 10, 0.35 at step 40; state rewards 0.24 -> 0.49 an episode); at 0.02 it holds
+ * 0.69 and does not lift yet.
  */
 export const SOKOBAN_CUDA_RECIPE: DemoRecipe = {
   ...CUDA_RECIPE,
   frozenLakeBoard: undefined,
   sokobanLevels: { dimRoom: [6, 6], numBoxes: 1, minSolutionSteps: [1, 5] },
   sokobanMaxTurns: 9,
+  sokobanCellPixels: 28,
   sftStateNoiseProb: 0.2,
   stateReward: 0.1,
-  sftEpisodes: 4096,
-  sftEpochs: 1,
-  rlSteps: 100,
-  rlBatch: 16,
+  sftEpisodes: 2048,
+  sftEpochs: 3,
+  sftStopBelowLoss: 0.18,
+  sftFreezeVisionTower: false,
+  rlFreezeVisionTower: false,
+  rlEnvConfig: { format_reward: 0 },
+  rlStepAdvantageWeight: 3,
+  rlSteps: 150,
+  rlBatch: 32,
   rlGroup: 8,
-  rlLr: 1e-4,
+  rlLr: 2e-4,
+  rlTestFreq: 25,
+  rlMaxTokenLen: 32_768,
   maxFreeThinkTokens: 24,
   maxWmTokens: 96,
+  formatOverrides: { wm: { sftEpochs: 2, sftStopBelowLoss: 0, stateReward: 0.02 } },
 };
+
+/**
+ * The recipe a run uses: `base`, its format's overrides over it, `overrides` (a caller's:
+ * bench/demo/lift.ts, tests) over both.
+ */
+export function resolveRecipe(base: DemoRecipe, format: DemoFormat, overrides: Partial<DemoRecipe> = {}): DemoRecipe {
+  const merged = { ...base, ...overrides };
+  return { ...merged, ...merged.formatOverrides?.[format], ...overrides };
+}
 
 export function demoRecipe(device: string, env: DemoEnv = "frozenlake"): DemoRecipe {
   const cuda = device.startsWith("cuda");
@@ -291,7 +320,7 @@ export function trainConfig(
     name: task.envName,
     max_turns: task.maxTurns,
     response_length_per_turn: replyTokens(task, recipe),
-    config: { ...task.envConfig, ...recipe.rlEnvConfig, ...(task.format === "wm" ? { state_reward: stateRewardConfig(recipe.stateReward ?? 0.1) } : {}) },
+    config: { ...task.envConfig, ...recipe.rlEnvConfig, ...(task.format === "wm" ? { state_reward: stateRewardConfig(recipe.stateReward ?? 0.1, recipe.stateRewardAggregation) } : {}) },
   };
   const tag = task.envName.toLowerCase();
   // A row per turn, so a step's row count varies with its episodes' lengths: micro-batches
@@ -356,13 +385,13 @@ export function trainConfig(
  * section's last token every turn, so a turn's perception and prediction are credited
  * where they were written.
  */
-export function stateRewardConfig(reward: number): Record<string, unknown> {
+export function stateRewardConfig(reward: number, aggregation: "per_turn" | "episode_mean" = "per_turn"): Record<string, unknown> {
   return {
     state_estimation: { enable: true, reward },
     transition_prediction: { enable: true, reward },
     scorer: "exact",
     method: "grouped_f1",
     credit_site: "section_end",
-    aggregation: "per_turn",
+    aggregation,
   };
 }

@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import * as v from "valibot";
 import { OBSERVATION_ONLY_HARNESS } from "../../src/harness/observation-only.ts";
-import { CPU_RECIPE, CUDA_RECIPE, demoRecipe, SOKOBAN_CPU_RECIPE, SOKOBAN_CUDA_RECIPE, sftConfig, trainConfig } from "../../src/demo/recipe.ts";
+import { CPU_RECIPE, CUDA_RECIPE, demoRecipe, resolveRecipe, SOKOBAN_CPU_RECIPE, SOKOBAN_CUDA_RECIPE, sftConfig, trainConfig } from "../../src/demo/recipe.ts";
 import { demoTask, DEMO_FORMATS } from "../../src/demo/task.ts";
 import { SokobanEnv } from "../../envs/sokoban/env.ts";
 import { checkSftConfig, SftConfig } from "../../src/sft/config.ts";
@@ -75,7 +75,8 @@ describe("demo recipe", () => {
   });
 
   for (const format of DEMO_FORMATS) {
-    for (const [device, recipe] of [["cpu", SOKOBAN_CPU_RECIPE], ["cuda", SOKOBAN_CUDA_RECIPE]] as const) {
+    for (const [device, base] of [["cpu", SOKOBAN_CPU_RECIPE], ["cuda", SOKOBAN_CUDA_RECIPE]] as const) {
+      const recipe = resolveRecipe(base, format);
       const algorithm = format === "wm" ? "bi_level" : "gigpo";
       test(`Sokoban (${format}, ${device}): the phases are a valid sft config and a train config (${algorithm}) that passes the trainer's checks`, async () => {
         const task = demoTask("sokoban", "vision", undefined, { levels: recipe.sokobanLevels, format, maxTurns: recipe.sokobanMaxTurns });
@@ -112,26 +113,48 @@ describe("demo recipe", () => {
     }
     expect(config.trainer.test_freq).toBe(25);
     expect(config.rollout.val_kwargs).toEqual({ temperature: 0, top_p: 1, n: 1 });
-    // The CUDA recipe keeps VAGEN's rewards and the frozen tower.
-    const cuda = trainConfig(task, SOKOBAN_CUDA_RECIPE, { modelDir: "sft", outputDir: "run", seed: 0, device: "cuda", steps: 100, algorithm: "gigpo" });
-    expect(cuda.data.train.sokoban!.config.format_reward).toBeUndefined();
-    expect(cuda.actor.freeze_vision_tower).toBe(true);
-    expect(cuda.trainer.test_freq).toBe(50);
   });
 
-  test("examples/train/sokoban-demo-answer.yaml is the Sokoban CPU recipe's RL phase", async () => {
-    const recipe = SOKOBAN_CPU_RECIPE;
-    const task = demoTask("sokoban", "vision", undefined, { levels: recipe.sokobanLevels, format: "answer", maxTurns: recipe.sokobanMaxTurns });
-    const demo = trainConfig(task, recipe, { modelDir: "sft", outputDir: "run", seed: 0, device: "cpu", steps: recipe.rlSteps, algorithm: "gigpo" });
-    const example = (await loadTrainConfig(join(import.meta.dir, "../../examples/train/sokoban-demo-answer.yaml"), [])).config;
-    expect(example.data.train).toEqual(demo.data.train);
-    expect(example.data.val).toEqual(demo.data.val);
-    for (const key of ["train_batch_size", "max_prompt_length", "max_response_length"] as const) expect(example.data[key]).toBe(demo.data[key]);
-    expect(example.algorithm).toEqual(demo.algorithm);
-    expect(example.actor).toEqual(demo.actor);
-    expect(example.rollout).toEqual(demo.rollout);
-    for (const key of ["total_steps", "test_freq", "harness", "val_before_train"] as const) expect(example.trainer[key]).toEqual(demo.trainer[key]);
+  test("Sokoban's CUDA recipe: the wm format's own warm start and state rewards, under what a caller overrides", () => {
+    const cuda = SOKOBAN_CUDA_RECIPE;
+    expect(resolveRecipe(cuda, "answer")).toEqual(cuda);
+    const wm = resolveRecipe(cuda, "wm");
+    expect([wm.sftEpochs, wm.sftStopBelowLoss, wm.stateReward]).toEqual([2, 0, 0.02]);
+    expect([cuda.sftEpochs, cuda.sftStopBelowLoss, cuda.stateReward]).toEqual([3, 0.18, 0.1]);
+    // A caller's override wins over the format's.
+    expect(resolveRecipe(cuda, "wm", { stateReward: 0.05, rlSteps: 7 })).toMatchObject({ stateReward: 0.05, rlSteps: 7, sftEpochs: 2 });
+    const task = demoTask("sokoban", "vision", undefined, { levels: cuda.sokobanLevels, format: "wm", maxTurns: cuda.sokobanMaxTurns });
+    const config = trainConfig(task, wm, { modelDir: "sft", outputDir: "run", seed: 0, device: "cuda", steps: 150, algorithm: "gigpo" });
+    expect(config.data.train.sokoban!.config.state_reward).toMatchObject({ state_estimation: { reward: 0.02 }, transition_prediction: { reward: 0.02 }, aggregation: "per_turn" });
+    expect(config.data.train.sokoban!.config.format_reward).toBe(0);
+    expect(config.actor.freeze_vision_tower).toBe(false);
+    expect([config.data.train_batch_size, config.algorithm.step_advantage_w, config.actor.optim.lr, config.trainer.test_freq]).toEqual([32, 3, 2e-4, 25]);
+    // episode_mean divides each turn's state rewards by the episode's turns.
+    const mean = trainConfig(task, { ...wm, stateRewardAggregation: "episode_mean" }, { modelDir: "sft", outputDir: "run", seed: 0, device: "cuda", steps: 150, algorithm: "gigpo" });
+    expect(mean.data.train.sokoban!.config.state_reward).toMatchObject({ aggregation: "episode_mean" });
   });
+
+  const examples = [
+    ["sokoban-demo-answer", SOKOBAN_CPU_RECIPE, "answer", "cpu"],
+    ["sokoban-demo-cuda", SOKOBAN_CUDA_RECIPE, "free_think", "cuda"],
+    ["sokoban-demo-wm", SOKOBAN_CUDA_RECIPE, "wm", "cuda"],
+  ] as const;
+  for (const [name, base, format, device] of examples) {
+    test(`examples/train/${name}.yaml is the Sokoban ${device} recipe's RL phase (${format})`, async () => {
+      const recipe = resolveRecipe(base, format);
+      const task = demoTask("sokoban", "vision", undefined, { levels: recipe.sokobanLevels, format, maxTurns: recipe.sokobanMaxTurns });
+      const demo = trainConfig(task, recipe, { modelDir: "sft", outputDir: "run", seed: 0, device, steps: recipe.rlSteps, algorithm: "gigpo" });
+      const example = (await loadTrainConfig(join(import.meta.dir, `../../examples/train/${name}.yaml`), [])).config;
+      expect(example.model.device).toBe(device);
+      expect(example.data.train).toEqual(demo.data.train);
+      expect(example.data.val).toEqual(demo.data.val);
+      for (const key of ["train_batch_size", "max_prompt_length", "max_response_length"] as const) expect(example.data[key]).toBe(demo.data[key]);
+      expect(example.algorithm).toEqual(demo.algorithm);
+      expect(example.actor).toEqual(demo.actor);
+      expect(example.rollout).toEqual(demo.rollout);
+      for (const key of ["total_steps", "test_freq", "harness", "val_before_train"] as const) expect(example.trainer[key]).toEqual(demo.trainer[key]);
+    });
+  }
 
   test("recipe overrides: sampled validation, a critic warm-up", () => {
     const task = demoTask("sokoban", "vision", undefined, { levels: SOKOBAN_CPU_RECIPE.sokobanLevels, format: "answer", maxTurns: 6 });
