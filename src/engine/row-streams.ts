@@ -12,7 +12,8 @@
  * `fmix32((key + v * 0x9E3779B9) mod 2^32)`, a bijection of a Weyl sequence (Wellons'
  * "lowbias32" finaliser), its top 24 bits as a uniform in (0, 1): (x + 0.5) / 2^24.
  * On the device it is computed in int64 with every value below 2^49, so no operation
- * overflows, with xor as (a | b) - (a & b) and shifts as floor division.
+ * overflows, with xor as (a | b) - (a & b) and shifts as floor division. Keys are 32
+ * bits: two rows of one decode step share a stream with probability 2^-32 a pair.
  */
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";

@@ -54,30 +54,33 @@ const releaseResized = new FinalizationRegistry<number>((bytes) => (resizedCache
  * options. Renders repeat: a rollout step's eight episodes of a level start from one room,
  * a room's later states recur across them, and a policy that bumps into a wall sees the
  * same image again. One resize then serves every copy; eviction is by age because a
- * rollout's images are new each step.
+ * rollout's images are new each step. Keys name the options (an id per options object)
+ * and the pixels, in one map under one budget.
  */
 const RESIZED_BY_CONTENT_BUDGET_BYTES = 256 << 20;
-const resizedByContent = new WeakMap<ImageProcessorOptions, Map<string, RGBImage>>();
+const resizedByContent = new Map<string, RGBImage>();
 let resizedByContentBytes = 0;
+const optionsIds = new WeakMap<ImageProcessorOptions, number>();
+let nextOptionsId = 0;
 
 function resizeByContent(image: RGBImage, options: ImageProcessorOptions): RGBImage {
-  let byKey = resizedByContent.get(options);
-  if (byKey === undefined) resizedByContent.set(options, (byKey = new Map()));
-  const key = imageKey(image);
-  const hit = byKey.get(key);
+  let id = optionsIds.get(options);
+  if (id === undefined) optionsIds.set(options, (id = nextOptionsId++));
+  const key = `${id}/${imageKey(image)}`;
+  const hit = resizedByContent.get(key);
   if (hit !== undefined) {
-    // Map keeps insertion order: re-inserting makes the entry the most recent.
-    byKey.delete(key);
-    byKey.set(key, hit);
+    // A Map keeps insertion order: re-inserting makes the entry the most recent.
+    resizedByContent.delete(key);
+    resizedByContent.set(key, hit);
     return hit;
   }
   const resized = resizeForPatches(image, options);
   if (resized.data.byteLength > RESIZED_BY_CONTENT_BUDGET_BYTES) return resized;
-  byKey.set(key, resized);
+  resizedByContent.set(key, resized);
   resizedByContentBytes += resized.data.byteLength;
-  for (const [oldest, old] of byKey) {
+  for (const [oldest, old] of resizedByContent) {
     if (resizedByContentBytes <= RESIZED_BY_CONTENT_BUDGET_BYTES) break;
-    byKey.delete(oldest);
+    resizedByContent.delete(oldest);
     resizedByContentBytes -= old.data.byteLength;
   }
   return resized;
