@@ -83,6 +83,8 @@ export interface DemoRecipe {
   rlEnvConfig?: Record<string, unknown>;
   /** Tokens a training micro-batch may hold (unset: 4096; a GPU takes far more of the small policy's at once). */
   rlMaxTokenLen?: number;
+  /** The actor's entropy bonus (unset: 0, verl's and VAGEN's). */
+  rlEntropyCoeff?: number;
   /** GiGPO's omega, the step-level advantage's weight against the episode's (unset: 1, its authors'). */
   rlStepAdvantageWeight?: number;
   /** Held-out validation episodes (before RL, and at the end). */
@@ -358,7 +360,7 @@ export function trainConfig(
         : { adv_estimator: DEMO_ALGORITHMS[opts.algorithm], gamma: 1.0, lam: 1.0 },
     // Cosine decay to zero over the run: at a constant lr the late steps' noise undid part
     // of the lift (docs/demo.md).
-    actor: { optim: { lr: recipe.rlLr, weight_decay: 0, warmup_style: "cosine", lr_warmup_steps: 0 }, ...update, entropy_coeff: 0 },
+    actor: { optim: { lr: recipe.rlLr, weight_decay: 0, warmup_style: "cosine", lr_warmup_steps: 0 }, ...update, entropy_coeff: recipe.rlEntropyCoeff ?? 0 },
     critic: { optim: { lr: 1e-3, weight_decay: 0 }, ...update },
     trainer: {
       total_steps: opts.steps,

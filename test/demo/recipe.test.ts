@@ -156,11 +156,13 @@ describe("demo recipe", () => {
     });
   }
 
-  test("recipe overrides: sampled validation, a critic warm-up", () => {
+  test("recipe overrides: sampled validation, a critic warm-up, an entropy bonus", () => {
     const task = demoTask("sokoban", "vision", undefined, { levels: SOKOBAN_CPU_RECIPE.sokobanLevels, format: "answer", maxTurns: 6 });
-    const recipe = { ...SOKOBAN_CPU_RECIPE, valSampling: { temperature: 0.7, top_p: 0.95 }, rlCriticWarmup: 10 };
+    expect(trainConfig(task, SOKOBAN_CPU_RECIPE, { modelDir: "sft", outputDir: "run", seed: 0, device: "cpu", steps: 20, algorithm: "ppo" }).actor.entropy_coeff).toBe(0);
+    const recipe = { ...SOKOBAN_CPU_RECIPE, valSampling: { temperature: 0.7, top_p: 0.95 }, rlCriticWarmup: 10, rlEntropyCoeff: 0.01 };
     const config = trainConfig(task, recipe, { modelDir: "sft", outputDir: "run", seed: 0, device: "cpu", steps: 20, algorithm: "ppo" });
     expect(config.rollout.val_kwargs).toEqual({ temperature: 0.7, top_p: 0.95, n: 1 });
     expect(config.trainer.critic_warmup).toBe(10);
+    expect(config.actor.entropy_coeff).toBe(0.01);
   });
 });
