@@ -44,9 +44,17 @@ export interface CompareOptions {
 export async function compareLogprobs(loaded: LoadedEngine, messages: readonly ChatMessage[][], opts: CompareOptions): Promise<LogprobComparison> {
   const { engine, model } = loaded;
   const prompts: Prompt[] = messages.map((m) => model.buildPrompt(m));
-  const results = await Promise.all(
-    prompts.map((prompt, i) => engine.generate({ prompt, sampling: { temperature: opts.temperature, maxNewTokens: opts.maxNewTokens, seed: (opts.seedBase ?? 100) + i } })),
-  );
+  // A sampled vision token (an image placeholder without an image) is a reply the
+  // rollout drops as unusable and the training forward refuses: such a batch is drawn
+  // again from the next seeds, as a rollout would go on without it.
+  const vision = new Set(model.visionTokenIds);
+  let results: GenerationResult[] = [];
+  for (let attempt = 0, base = opts.seedBase ?? 100; attempt < 8; attempt++, base += 1000) {
+    results = await Promise.all(
+      prompts.map((prompt, i) => engine.generate({ prompt, sampling: { temperature: opts.temperature, maxNewTokens: opts.maxNewTokens, seed: base + i } })),
+    );
+    if (!results.some((r) => r.tokenIds.some((id) => vision.has(id)))) break;
+  }
 
   // The trainer's layout: prompt left-padded to P, reply right-padded to R.
   const P = Math.max(...prompts.map((p) => p.tokenIds.length));
