@@ -16,6 +16,7 @@ import { createEnv } from "../../envs/registry.ts";
 import type { Env } from "../../envs/_common/types.ts";
 import type { InferenceClient, SamplingParams } from "../clients/types.ts";
 import { blake2b } from "../core/blake2b.ts";
+import { seedStreamName } from "../core/env-plan.ts";
 import { VagenError } from "../core/errors.ts";
 import type { EpisodeRecord, Harness } from "../harness/types.ts";
 import { rowsFromEpisode, type DropReason, type RowBudgets, type TurnScores } from "./rows.ts";
@@ -192,9 +193,14 @@ function randomEpisodeId(): string {
   return crypto.randomUUID().replaceAll("-", "");
 }
 
-/** VAGEN's deterministic episode id: "vagen-" + blake2b-128 of (env, seed, item index, traj index). */
+/**
+ * VAGEN's deterministic episode id: "vagen-" + blake2b-128 of (env, seed, item index, traj
+ * index). An env given by import path counts by its file's base name and export
+ * (`seedStreamName`): configs make the path absolute, and hashing it made the same config
+ * sample other tokens from another checkout.
+ */
 export function derivedEpisodeId(item: RolloutItem, itemIndex: number, trajIndex: number, rolloutSeed: number): string {
-  const digest = blake2b(new TextEncoder().encode(JSON.stringify([item.env, item.seed, itemIndex, trajIndex, rolloutSeed])), 16);
+  const digest = blake2b(new TextEncoder().encode(JSON.stringify([seedStreamName(item.env), item.seed, itemIndex, trajIndex, rolloutSeed])), 16);
   return `vagen-${Buffer.from(digest).toString("hex")}`;
 }
 
