@@ -7,11 +7,19 @@
  * travel; normalisation is a lookup in the same float32 table (`normalisationTable`) and
  * patching a reshape and permute, so the values are exactly `processImages`'s (tested).
  * Images of one size, the usual rollout, are patched in one pass.
+ *
+ * On a GPU the resize itself can run there too (`resize: "device"`): each pass of the
+ * separable bicubic filter is a product with a dense matrix of its fixed-point weights
+ * (image-resize.ts `resizeWeightMatrix`), in float64, where every sum of these integers is
+ * exact, then the host's rounding and clipping. Then only the render's own bytes leave the
+ * host, and no host time goes to resizing (the JS resize was the largest host cost left
+ * per image). On a CPU the dense products cost more than the host's four-tap loops.
  */
-import type { RGBImage } from "../core/image.ts";
+import { checkRgbImage, type RGBImage } from "../core/image.ts";
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
-import { normalisationTable, type ImageProcessorOptions } from "./image-processor.ts";
+import { imageGrid, normalisationTable, type ImageProcessorOptions } from "./image-processor.ts";
+import { resizeWeightMatrix } from "./image-resize.ts";
 
 export interface DevicePatches {
   /** (numPatches, 3 * temporalPatch * patch^2) float32 on the device, rows as `processImages` orders them. */
@@ -21,22 +29,33 @@ export interface DevicePatches {
 }
 
 /**
- * Patches of `resized` (images already at their patch size: image-processor.ts
- * `resizeForPatches`, or patch-cache.ts `resizeImagesCached`) on `device`.
+ * Patches of `images` on `device`. With `resize: "host"` (the default) the images are
+ * already at their patch size (image-processor.ts `resizeForPatches`, or patch-cache.ts
+ * `resizeImagesCached`); with `resize: "device"` they are the originals, resized here as
+ * `resizeForPatches` would.
  */
-export function patchesOnDevice(resized: readonly RGBImage[], opts: ImageProcessorOptions, device: string): DevicePatches {
+export function patchesOnDevice(images: readonly RGBImage[], opts: ImageProcessorOptions, device: string, how: { resize?: "host" | "device" } = {}): DevicePatches {
   const { patchSize: ps, temporalPatchSize: tps, mergeSize: m } = opts;
-  const gridThw = patchGrids(resized, opts);
+  const onDevice = how.resize === "device";
+  // The host resize checks each image's bytes; here they go to the device as they are.
+  if (onDevice) for (const img of images) checkRgbImage(img);
+  const gridThw = onDevice ? images.map((img) => imageGrid(img, opts)) : patchGrids(images, opts);
   return torch.tidy(() => {
     // Gathering along the (256, 3) table's rows with the (pixels, 3) bytes reads each
     // channel's own column.
     const table = torch.tensor(normalisationTable(opts), [256, 3], { device });
     const parts: Tensor[] = [];
-    for (const run of runsOfOneSize(resized)) {
-      const { width: w, height: h } = run[0]!;
-      const bytes = new Uint8Array(run.length * h * w * 3);
-      run.forEach((img, i) => bytes.set(img.data, i * h * w * 3));
-      const index = torch.tensor(bytes, [run.length * h * w, 3], { dtype: "u8", device }).to("i64");
+    let first = 0;
+    for (const run of runsOfOneSize(images, (i) => [gridThw[i]![1] * ps, gridThw[i]![2] * ps])) {
+      const { width: w0, height: h0 } = images[first]!;
+      const [, gh, gw] = gridThw[first]!;
+      const [h, w] = [gh * ps, gw * ps];
+      first += run.length;
+      const bytes = new Uint8Array(run.length * h0 * w0 * 3);
+      run.forEach((img, i) => bytes.set(img.data, i * h0 * w0 * 3));
+      const raw = torch.tensor(bytes, [run.length, h0, w0, 3], { dtype: "u8", device });
+      const sized = onDevice && (h !== h0 || w !== w0) ? resizeBytes(raw, h, w) : raw;
+      const index = sized.to("i64").reshape([run.length * h * w, 3]);
       const values = table.gather(0, index).reshape([run.length, h, w, 3]);
       // (N, H, W, C) -> (N, bh, mh, y, bw, mw, x, C) -> rows (N, bh, bw, mh, mw), each (C, t, y, x).
       const blocks = values.reshape([run.length, h / ps / m, m, ps, w / ps / m, m, ps, 3]).permute([0, 1, 4, 2, 5, 7, 3, 6]);
@@ -46,6 +65,29 @@ export function patchesOnDevice(resized: readonly RGBImage[], opts: ImageProcess
     const pixels = parts.length === 1 ? parts[0]!.contiguous() : torch.cat(parts, 0);
     return { pixels, gridThw };
   });
+}
+
+/**
+ * (N, H, W, 3) bytes resized to (N, height, width, 3), as image-resize.ts `resizeBicubic`
+ * does it: the horizontal pass first, each pass rounded and clipped to 0..255. Values are
+ * whole numbers in float64; every product and sum stays below 2^53 (weights below 2^22,
+ * bytes below 2^8, a few hundred taps at most), so the products are exact.
+ */
+export function resizeBytes(bytes: Tensor, height: number, width: number): Tensor {
+  const [, H, W] = bytes.shape as [number, number, number, number];
+  let x = bytes.to("f64");
+  // Along W: (N, H, 3, W) @ (W, width).
+  if (width !== W) x = resizeLastAxis(x.permute([0, 1, 3, 2]), W, width).permute([0, 1, 3, 2]);
+  // Along H: (N, width, 3, H) @ (H, height).
+  if (height !== H) x = resizeLastAxis(x.permute([0, 2, 3, 1]), H, height).permute([0, 3, 1, 2]);
+  return x;
+}
+
+function resizeLastAxis(x: Tensor, inSize: number, outSize: number): Tensor {
+  const { matrix, precision } = resizeWeightMatrix(inSize, outSize);
+  const weights = torch.tensor(matrix, [outSize, inSize], { dtype: "f64", device: x.device });
+  // clip8: floor((acc + 2^(p-1)) / 2^p), clamped to a byte; dividing by a power of two is exact.
+  return x.matmul(weights.t()).add(2 ** (precision - 1)).div(2 ** precision).floor().clamp(0, 255);
 }
 
 /** [t, h, w] in patches of each image at its patch size (`resizeForPatches`'s output). */
@@ -59,15 +101,26 @@ export function patchGrids(resized: readonly RGBImage[], opts: ImageProcessorOpt
  */
 const PASS_PIXELS = 1 << 23;
 
-/** Consecutive runs of images of one size, in order, each of at most PASS_PIXELS pixels (or one image). */
-function runsOfOneSize(images: readonly RGBImage[]): RGBImage[][] {
-  const runs: RGBImage[][] = [];
-  for (const img of images) {
+/**
+ * Consecutive runs of images of one size and one patched size (`patchedOf`: [h, w] in
+ * pixels), in order, each of at most PASS_PIXELS pixels before or after resizing (or one image).
+ */
+function runsOfOneSize(images: readonly RGBImage[], patchedOf: (i: number) => readonly [number, number]): RGBImage[][] {
+  const runs: { images: RGBImage[]; first: number }[] = [];
+  images.forEach((img, i) => {
     const run = runs.at(-1);
-    const first = run?.[0];
-    const fits = first !== undefined && first.width === img.width && first.height === img.height && (run!.length + 1) * img.width * img.height <= PASS_PIXELS;
-    if (fits) run!.push(img);
-    else runs.push([img]);
-  }
-  return runs;
+    const [h, w] = patchedOf(i);
+    const pixels = Math.max(h * w, img.width * img.height);
+    const head = run === undefined ? undefined : { image: images[run.first]!, patched: patchedOf(run.first) };
+    const fits =
+      head !== undefined &&
+      head.image.width === img.width &&
+      head.image.height === img.height &&
+      head.patched[0] === h &&
+      head.patched[1] === w &&
+      (run!.images.length + 1) * pixels <= PASS_PIXELS;
+    if (fits) run!.images.push(img);
+    else runs.push({ images: [img], first: i });
+  });
+  return runs.map((r) => r.images);
 }

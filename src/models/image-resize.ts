@@ -167,6 +167,20 @@ function resizeVertical(src: Uint8Array, width: number, height: number, outHeigh
   return out;
 }
 
+/**
+ * One axis of the resize as a dense (out, in) matrix of its fixed-point weights, with their
+ * precision: output i is clip8(half + sum_j m[i, j] * in[j]). What a matrix product needs
+ * to compute the same pass (device-patches.ts), exactly, in float64.
+ */
+export function resizeWeightMatrix(inSize: number, outSize: number, flavour: ResizeFlavour = "torch"): { matrix: Float64Array; precision: number } {
+  const c = coefficients(inSize, outSize, flavour);
+  const matrix = new Float64Array(outSize * inSize);
+  for (let i = 0; i < outSize; i++) {
+    for (let k = 0; k < c.count[i]!; k++) matrix[i * inSize + c.start[i]! + k] = c.weights[i * c.kernelSize + k]!;
+  }
+  return { matrix, precision: c.precision };
+}
+
 /** Resize to `width` x `height` with the antialiased bicubic filter; the same size returns a copy. */
 export function resizeBicubic(image: RGBImage, width: number, height: number, flavour: ResizeFlavour = "torch"): RGBImage {
   let data = image.data;

@@ -23,12 +23,14 @@ describe("patchesOnDevice", () => {
     // 300 x 168 x 168 pixels is past one pass's 2^23: two passes, joined in order.
     { name: "300 renders, more pixels than one pass takes", images: Array.from({ length: 300 }, (_, i) => image(96, 96, 10 + i)), opts: { ...DEFAULT_IMAGE_PROCESSOR, minPixels: 168 * 168, maxPixels: 168 * 168 + 28 * 12 + 1 } },
     { name: "mixed sizes, non-square, in one call", images: [image(64, 40, 4), image(200, 120, 5), image(64, 40, 6), image(30, 90, 7)], opts: DEFAULT_IMAGE_PROCESSOR },
+    // 640 x 480 into at most 112 x 112 pixels: shrinking widens the kernel to 25 taps and more.
+    { name: "a large image shrunk to a small budget", images: [image(640, 480, 9), image(640, 480, 11)], opts: { ...DEFAULT_IMAGE_PROCESSOR, minPixels: 56 * 56, maxPixels: 112 * 112 } },
     { name: "no resizing, merge 1, temporal patch 1", images: [image(28, 42, 8)], opts: { ...DEFAULT_IMAGE_PROCESSOR, doResize: false, mergeSize: 1, temporalPatchSize: 1 } },
   ];
-  for (const c of cases) {
-    test(`${c.name}: exactly processImages's values, rows and grids`, () => {
+  for (const [c, resize] of cases.flatMap((c) => (["host", "device"] as const).map((r) => [c, r] as const))) {
+    test(`${c.name}, resized on the ${resize}: exactly processImages's values, rows and grids`, () => {
       const want = processImages(c.images, c.opts);
-      const got = patchesOnDevice(resizeAll(c.images, c.opts), c.opts, "cpu");
+      const got = resize === "host" ? patchesOnDevice(resizeAll(c.images, c.opts), c.opts, "cpu") : patchesOnDevice(c.images, c.opts, "cpu", { resize: "device" });
       expect(got.gridThw).toEqual(want.gridThw);
       expect(got.pixels.shape).toEqual([want.numPatches, want.patchDim]);
       const values = got.pixels.toFloat32Array();
@@ -40,6 +42,8 @@ describe("patchesOnDevice", () => {
   }
 
   test("an image whose bytes do not match its size is refused, naming both", () => {
-    expect(() => resizeAll([{ width: 4, height: 4, data: new Uint8Array(10) }], DEFAULT_IMAGE_PROCESSOR)).toThrow(/4x4: expected 48 RGB bytes, got 10/);
+    const bad = { width: 4, height: 4, data: new Uint8Array(10) };
+    expect(() => resizeAll([bad], DEFAULT_IMAGE_PROCESSOR)).toThrow(/4x4: expected 48 RGB bytes, got 10/);
+    expect(() => patchesOnDevice([image(56, 56, 1), bad], DEFAULT_IMAGE_PROCESSOR, "cpu", { resize: "device" })).toThrow(/4x4: expected 48 RGB bytes, got 10/);
   });
 });

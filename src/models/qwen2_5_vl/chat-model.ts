@@ -14,6 +14,7 @@
 import { existsSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import type { ChatMessage } from "../../core/chat.ts";
+import type { RGBImage } from "../../core/image.ts";
 import { VagenError } from "../../core/errors.ts";
 import * as torch from "../../torch/index.ts";
 import type { DType, Device, Tensor } from "../../torch/index.ts";
@@ -27,11 +28,12 @@ import {
   DEFAULT_IMAGE_PROCESSOR,
   imageProcessorOptions,
   checkRowImageTokens,
+  imageGrid,
   PreprocessorConfigSchema,
   type ImageProcessorOptions,
 } from "../image-processor.ts";
 import { resizeImagesCached } from "../patch-cache.ts";
-import { patchGrids, patchesOnDevice } from "../device-patches.ts";
+import { patchesOnDevice, type DevicePatches } from "../device-patches.ts";
 import type { Prompt, PromptImage } from "../prompt.ts";
 import { readJson, TextTokenizer } from "../tokenizer.ts";
 import { Qwen25VLModel } from "./model.ts";
@@ -167,8 +169,7 @@ export class Qwen25VLChatModel implements ModelFamily {
       }),
     );
     for (const batch of visionBatches(wanted, (w) => gridOf(w.image).reduce((a, b) => a * b))) {
-      const resized = resizeImagesCached(batch.map((w) => w.image.image), this.imageOptions);
-      const { pixels } = patchesOnDevice(resized, this.imageOptions, device);
+      const { pixels } = this.devicePatches(batch.map((w) => w.image.image));
       const features = this.model.encodeImages(pixels, batch.map((w) => gridOf(w.image)));
       let offset = 0;
       for (const w of batch) {
@@ -199,17 +200,14 @@ export class Qwen25VLChatModel implements ModelFamily {
       throw new VagenError(`training batch: ${batch.inputIds.length} rows of ids but ${batch.images.length} rows of images`);
     }
     const images = batch.images.flat();
-    // A training step forwards the same images several times: each is resized once, and
-    // its patches are made on the device from the resized bytes.
-    const resized = images.length > 0 ? resizeImagesCached(images, this.imageOptions) : [];
-    const grids = patchGrids(resized, this.imageOptions);
+    const grids = images.map((img) => imageGrid(img, this.imageOptions));
     checkRowImageTokens(batch, grids, this.model.config.imageTokenId, this.imageOptions.mergeSize);
     return torch.tidy(() => {
       const out = this.model.forwardBatch(
         {
           inputIds: batch.inputIds as number[][],
           attentionMask: batch.attentionMask as number[][] | undefined,
-          pixelValues: resized.length > 0 ? patchesOnDevice(resized, this.imageOptions, this.device).pixels : undefined,
+          pixelValues: images.length > 0 ? this.devicePatches(images).pixels : undefined,
           imageGridThw: grids,
         },
         { mathAttention: opts.mathAttention },
@@ -218,6 +216,17 @@ export class Qwen25VLChatModel implements ModelFamily {
     });
   }
 
+
+  /**
+   * Patches of `images` on the model's device, from their bytes. On a GPU the resize runs
+   * there too; on a CPU the host's resize is cheaper than dense products, and each image
+   * is resized once (a training step forwards the same images several times, and a
+   * rollout's renders repeat).
+   */
+  private devicePatches(images: readonly RGBImage[]): DevicePatches {
+    if (this.device.startsWith("cuda")) return patchesOnDevice(images, this.imageOptions, this.device, { resize: "device" });
+    return patchesOnDevice(resizeImagesCached(images, this.imageOptions), this.imageOptions, this.device);
+  }
 
   isVisionWeight(name: string): boolean {
     return isQwen25VLVisionWeight(name);
