@@ -20,7 +20,7 @@ import type { Prompt } from "./types.ts";
 import { checkRgbImage } from "../core/image.ts";
 import { DecodeGraphs, feedTokens, type FedTokens } from "./decode-graphs.ts";
 import { SlotKvCache } from "./kv-cache.ts";
-import { rowStreamKey } from "./row-streams.ts";
+import { RowStreams, rowStreamKey } from "./row-streams.ts";
 import { packSamples, sampleRows, sampleRowsOnDevice, unpackSamples, type RowSampling } from "./sampler.ts";
 import type {
   DecodeItem,
@@ -68,6 +68,8 @@ export class ModelRunner implements StepRunner {
   readonly cache: SlotKvCache;
   private readonly seqs = new Map<number, SequenceState>();
   private readonly shared: torch.Generator;
+  /** What seeded rows' streams share between decode steps. */
+  private readonly streams = new RowStreams();
   graphs: DecodeGraphs | undefined;
   /** Why CUDA graphs were turned off after a failed capture or replay (decode then runs eagerly). */
   graphsDisabled: string | undefined;
@@ -107,7 +109,7 @@ export class ModelRunner implements StepRunner {
       const wantLogits = seqIds.map((id) => this.state(id).sampling.returnLogits);
       const step = torch.tidy(() => {
         const logits = this.decodeLogits(ordered, this.fedTokens(ordered));
-        const { tokens, logprobs } = sampleRowsOnDevice(logits, this.rowSampling(seqIds), this.shared);
+        const { tokens, logprobs } = sampleRowsOnDevice(logits, this.rowSampling(seqIds), this.shared, this.streams);
         const packed = packSamples(tokens, logprobs);
         return {
           tokens: torch.keep(tokens),
@@ -302,6 +304,7 @@ export class ModelRunner implements StepRunner {
     this.graphs?.dispose();
     this.cache.dispose();
     this.shared.dispose();
+    this.streams.dispose();
   }
 
   private sample(hidden: Tensor, seqIds: number[]): SampledToken[] {
@@ -318,7 +321,7 @@ export class ModelRunner implements StepRunner {
   }
 
   private sampleLogits(logits: Tensor, seqIds: number[]): SampledToken[] {
-    const { tokenIds, logprobs } = sampleRows(logits, this.rowSampling(seqIds), this.shared);
+    const { tokenIds, logprobs } = sampleRows(logits, this.rowSampling(seqIds), this.shared, this.streams);
     const wantLogits = seqIds.map((id) => this.state(id).sampling.returnLogits);
     const hostLogits = wantLogits.some(Boolean) ? logits.float().toFloat32Array() : undefined;
     const [, V] = torch.dims2(logits, "logits");

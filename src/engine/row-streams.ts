@@ -71,13 +71,39 @@ function fmix32Tensor(x: Tensor): Tensor {
 
 /**
  * (N, V) float32 uniforms in (0, 1): row i from `keys[i]` (`rowStreamKey`), exactly
- * `streamUniform(keys[i], v)` at column v. Call inside a tidy scope.
+ * `streamUniform(keys[i], v)` at column v. Call inside a tidy scope. `streams` keeps the
+ * per-vocabulary part from one call to the next (an engine's runner owns one); without it
+ * that part is made again.
  */
-export function streamUniforms(keys: readonly number[], V: number, device: torch.Device): Tensor {
+export function streamUniforms(keys: readonly number[], V: number, device: torch.Device, streams?: RowStreams): Tensor {
   const N = keys.length;
   const k = torch.tensor(Float64Array.from(keys), [N, 1], { dtype: "i64", device });
-  // v * WEYL fits int64 for any vocabulary below 2^31.
-  const weyl = torch.arange(V, undefined, 1, { dtype: "i64", device }).mul(WEYL).remainder(TWO_32).view(1, V);
+  const weyl = streams?.weylRow(V, device) ?? makeWeylRow(V, device);
   const x = fmix32Tensor(k.add(weyl).remainder(TWO_32));
   return x.floorDivide(256).float().add(0.5).mul(2 ** -24);
+}
+
+/** (1, V) int64 (v * WEYL) mod 2^32; v * WEYL fits int64 for any vocabulary below 2^31. */
+function makeWeylRow(V: number, device: torch.Device): Tensor {
+  return torch.arange(V, undefined, 1, { dtype: "i64", device }).mul(WEYL).remainder(TWO_32).view(1, V);
+}
+
+/** What every decode step's streams share, made once: the (1, V) Weyl row per vocabulary and device. */
+export class RowStreams {
+  private readonly rows = new Map<string, Tensor>();
+
+  weylRow(V: number, device: torch.Device): Tensor {
+    const key = `${V}@${device}`;
+    let row = this.rows.get(key);
+    if (row === undefined) {
+      row = torch.keep(torch.tidy(() => makeWeylRow(V, device)));
+      this.rows.set(key, row);
+    }
+    return row;
+  }
+
+  dispose(): void {
+    for (const row of this.rows.values()) row.dispose();
+    this.rows.clear();
+  }
 }

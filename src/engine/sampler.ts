@@ -21,7 +21,7 @@
 import * as torch from "../torch/index.ts";
 import { F } from "../torch/index.ts";
 import type { Generator, Tensor } from "../torch/index.ts";
-import { streamUniforms } from "./row-streams.ts";
+import { streamUniforms, type RowStreams } from "./row-streams.ts";
 import type { SamplingOptions } from "./types.ts";
 
 /** One row's settings: the request's sampling options, and its stream key when seeded. */
@@ -36,11 +36,12 @@ export interface SampledRows {
 }
 
 /**
- * Samples one token per row of `logits` (N, vocab). `shared` draws for unseeded rows.
+ * Samples one token per row of `logits` (N, vocab). `shared` draws for unseeded rows;
+ * `streams` (optional) keeps what seeded rows' streams share between calls.
  * Call inside a tidy scope.
  */
-export function sampleRows(logits: Tensor, rows: readonly RowSampling[], shared: Generator): SampledRows {
-  const { tokens, logprobs } = sampleRowsOnDevice(logits, rows, shared);
+export function sampleRows(logits: Tensor, rows: readonly RowSampling[], shared: Generator, streams?: RowStreams): SampledRows {
+  const { tokens, logprobs } = sampleRowsOnDevice(logits, rows, shared, streams);
   return unpackSamples(packSamples(tokens, logprobs).toFloat32Array());
 }
 
@@ -59,7 +60,7 @@ export function unpackSamples(host: Float32Array): SampledRows {
  * sampleRows without the host copy: (N,) int64 token ids and (N,) float32 log-probs on
  * the logits' device. Call inside a tidy scope.
  */
-export function sampleRowsOnDevice(logits: Tensor, rows: readonly RowSampling[], shared: Generator): { tokens: Tensor; logprobs: Tensor } {
+export function sampleRowsOnDevice(logits: Tensor, rows: readonly RowSampling[], shared: Generator, streams?: RowStreams): { tokens: Tensor; logprobs: Tensor } {
   const N = rows.length;
   const [, V] = torch.dims2(logits, "logits");
   const device = logits.device;
@@ -75,7 +76,7 @@ export function sampleRowsOnDevice(logits: Tensor, rows: readonly RowSampling[],
     let candidates = logp;
     if (rows.some((r) => r.temperature > 0 && (r.topK > 0 || r.topP < 1))) candidates = truncate(logp, rows, device);
     // Exponential race: argmax(log p - log E), E = -log U.
-    const uniform = exponentialRaceUniforms(rows, V, shared, device);
+    const uniform = exponentialRaceUniforms(rows, V, shared, device, streams);
     const race = candidates.sub(uniform.clampMin(1e-20).log().neg().log());
     const sampled = race.argmax(-1);
     const greedyRows = rows.map((r) => r.temperature === 0);
@@ -91,11 +92,11 @@ export function sampleRowsOnDevice(logits: Tensor, rows: readonly RowSampling[],
 }
 
 /** (N, V) uniforms: seeded rows' from their streams, the others' from `shared`, one batch each. */
-function exponentialRaceUniforms(rows: readonly RowSampling[], V: number, shared: Generator, device: torch.Device): Tensor {
+function exponentialRaceUniforms(rows: readonly RowSampling[], V: number, shared: Generator, device: torch.Device, streams?: RowStreams): Tensor {
   const seeded = rows.map((r) => r.streamKey !== undefined);
   if (!seeded.some(Boolean)) return torch.rand([rows.length, V], { generator: shared, device });
   // Unseeded rows take key 0's stream here and are replaced below.
-  const own = streamUniforms(rows.map((r) => r.streamKey ?? 0), V, device);
+  const own = streamUniforms(rows.map((r) => r.streamKey ?? 0), V, device, streams);
   if (seeded.every(Boolean)) return own;
   const isSeeded = torch.tensor(Uint8Array.from(seeded, Number), [rows.length, 1], { dtype: "bool", device });
   return torch.where(isSeeded, own, torch.rand([rows.length, V], { generator: shared, device }));

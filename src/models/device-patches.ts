@@ -45,12 +45,10 @@ export function patchesOnDevice(images: readonly RGBImage[], opts: ImageProcesso
     // channel's own column.
     const table = torch.tensor(normalisationTable(opts), [256, 3], { device });
     const parts: Tensor[] = [];
-    let first = 0;
-    for (const run of runsOfOneSize(images, (i) => [gridThw[i]![1] * ps, gridThw[i]![2] * ps])) {
+    for (const { images: run, first } of runsOfOneSize(images, (i) => [gridThw[i]![1] * ps, gridThw[i]![2] * ps])) {
       const { width: w0, height: h0 } = images[first]!;
       const [, gh, gw] = gridThw[first]!;
       const [h, w] = [gh * ps, gw * ps];
-      first += run.length;
       const bytes = new Uint8Array(run.length * h0 * w0 * 3);
       run.forEach((img, i) => bytes.set(img.data, i * h0 * w0 * 3));
       const raw = torch.tensor(bytes, [run.length, h0, w0, 3], { dtype: "u8", device });
@@ -103,24 +101,26 @@ const PASS_PIXELS = 1 << 23;
 
 /**
  * Consecutive runs of images of one size and one patched size (`patchedOf`: [h, w] in
- * pixels), in order, each of at most PASS_PIXELS pixels before or after resizing (or one image).
+ * pixels), in order, with the index of each run's first image; each run of at most
+ * PASS_PIXELS pixels before or after resizing (or one image).
  */
-function runsOfOneSize(images: readonly RGBImage[], patchedOf: (i: number) => readonly [number, number]): RGBImage[][] {
+function runsOfOneSize(images: readonly RGBImage[], patchedOf: (i: number) => readonly [number, number]): { images: RGBImage[]; first: number }[] {
   const runs: { images: RGBImage[]; first: number }[] = [];
   images.forEach((img, i) => {
     const run = runs.at(-1);
     const [h, w] = patchedOf(i);
     const pixels = Math.max(h * w, img.width * img.height);
-    const head = run === undefined ? undefined : { image: images[run.first]!, patched: patchedOf(run.first) };
+    const head = run && images[run.first]!;
+    const headPatched = run && patchedOf(run.first);
     const fits =
-      head !== undefined &&
-      head.image.width === img.width &&
-      head.image.height === img.height &&
-      head.patched[0] === h &&
-      head.patched[1] === w &&
-      (run!.images.length + 1) * pixels <= PASS_PIXELS;
-    if (fits) run!.images.push(img);
+      run !== undefined &&
+      head!.width === img.width &&
+      head!.height === img.height &&
+      headPatched![0] === h &&
+      headPatched![1] === w &&
+      (run.images.length + 1) * pixels <= PASS_PIXELS;
+    if (fits) run.images.push(img);
     else runs.push({ images: [img], first: i });
   });
-  return runs.map((r) => r.images);
+  return runs;
 }

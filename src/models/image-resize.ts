@@ -14,6 +14,7 @@
  * weight still fits.
  */
 import type { RGBImage } from "../core/image.ts";
+import { LruMap } from "../core/lru.ts";
 
 export type ResizeFlavour = "torch" | "pillow";
 
@@ -54,19 +55,14 @@ function toFixed(w: number, bits: number): number {
   return Math.trunc(v < 0 ? v - 0.5 : v + 0.5);
 }
 
-/** Coefficients by (in, out, flavour): a rollout resizes thousands of images of one size. */
-const coefficientCache = new Map<string, Coefficients>();
+/**
+ * Coefficients by (in, out, flavour): a rollout resizes thousands of images of one size.
+ * Bounded: sizes come from image sides, and a long-lived server sees many.
+ */
+const coefficientCache = new LruMap<string, Coefficients>(256);
 
 function coefficients(inSize: number, outSize: number, flavour: ResizeFlavour): Coefficients {
-  const key = `${inSize}:${outSize}:${flavour}`;
-  let c = coefficientCache.get(key);
-  if (c === undefined) {
-    // Bounded: sizes come from image sides, and a long-lived server sees many.
-    if (coefficientCache.size >= 256) coefficientCache.clear();
-    c = computeCoefficients(inSize, outSize, flavour);
-    coefficientCache.set(key, c);
-  }
-  return c;
+  return coefficientCache.getOrMake(`${inSize}:${outSize}:${flavour}`, () => computeCoefficients(inSize, outSize, flavour));
 }
 
 function computeCoefficients(inSize: number, outSize: number, flavour: ResizeFlavour): Coefficients {

@@ -11,6 +11,7 @@
  * then never hit. An image is cached under one set of options.
  */
 import type { RGBImage } from "../core/image.ts";
+import { LruMap } from "../core/lru.ts";
 import { imageKey } from "./image-key.ts";
 import { processImages, resizeForPatches, type ImageProcessorOptions, type ProcessedImages } from "./image-processor.ts";
 
@@ -55,35 +56,16 @@ const releaseResized = new FinalizationRegistry<number>((bytes) => (resizedCache
  * a room's later states recur across them, and a policy that bumps into a wall sees the
  * same image again. One resize then serves every copy; eviction is by age because a
  * rollout's images are new each step. Keys name the options (an id per options object)
- * and the pixels, in one map under one budget.
+ * and the pixels, in one map under one budget of 256 MB.
  */
-const RESIZED_BY_CONTENT_BUDGET_BYTES = 256 << 20;
-const resizedByContent = new Map<string, RGBImage>();
-let resizedByContentBytes = 0;
+const resizedByContent = new LruMap<string, RGBImage>(256 << 20, (image) => image.data.byteLength);
 const optionsIds = new WeakMap<ImageProcessorOptions, number>();
 let nextOptionsId = 0;
 
 function resizeByContent(image: RGBImage, options: ImageProcessorOptions): RGBImage {
   let id = optionsIds.get(options);
   if (id === undefined) optionsIds.set(options, (id = nextOptionsId++));
-  const key = `${id}/${imageKey(image)}`;
-  const hit = resizedByContent.get(key);
-  if (hit !== undefined) {
-    // A Map keeps insertion order: re-inserting makes the entry the most recent.
-    resizedByContent.delete(key);
-    resizedByContent.set(key, hit);
-    return hit;
-  }
-  const resized = resizeForPatches(image, options);
-  if (resized.data.byteLength > RESIZED_BY_CONTENT_BUDGET_BYTES) return resized;
-  resizedByContent.set(key, resized);
-  resizedByContentBytes += resized.data.byteLength;
-  for (const [oldest, old] of resizedByContent) {
-    if (resizedByContentBytes <= RESIZED_BY_CONTENT_BUDGET_BYTES) break;
-    resizedByContent.delete(oldest);
-    resizedByContentBytes -= old.data.byteLength;
-  }
-  return resized;
+  return resizedByContent.getOrMake(`${id}/${imageKey(image)}`, () => resizeForPatches(image, options));
 }
 
 /**

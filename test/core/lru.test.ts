@@ -19,6 +19,21 @@ describe("LruMap", () => {
     expect([m.getOrMake("x", make), m.getOrMake("x", make), m.getOrMake("y", make)]).toEqual([1, 1, 2]);
   });
 
+  test("with sizeOf, the sizes of the kept entries sum to at most the capacity; a larger entry is not kept", () => {
+    const m = new LruMap<string, Uint8Array>(10, (v) => v.byteLength);
+    m.set("a", new Uint8Array(4));
+    m.set("b", new Uint8Array(4));
+    m.get("a");
+    m.set("c", new Uint8Array(4)); // 12 > 10: b, the least recently used, goes
+    expect([m.get("a") !== undefined, m.get("b") !== undefined, m.get("c") !== undefined]).toEqual([true, false, true]);
+    m.set("big", new Uint8Array(11));
+    expect(m.get("big")).toBeUndefined();
+    expect(m.size).toBe(2);
+    // Replacing an entry counts its new size only.
+    m.set("a", new Uint8Array(6));
+    expect([m.get("a")?.byteLength, m.get("c")?.byteLength]).toEqual([6, 4]);
+  });
+
   test("refuses a capacity that is not a positive integer", () => {
     expect(() => new LruMap(0)).toThrow(/positive integer/);
     expect(() => new LruMap(1.5)).toThrow(/positive integer/);

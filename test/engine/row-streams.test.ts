@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import * as torch from "../../src/torch/index.ts";
-import { fmix32, rowStreamKey, streamUniform, streamUniforms } from "../../src/engine/row-streams.ts";
+import { fmix32, RowStreams, rowStreamKey, streamUniform, streamUniforms } from "../../src/engine/row-streams.ts";
 import { sampleRows, type RowSampling } from "../../src/engine/sampler.ts";
 
 describe("row streams", () => {
@@ -16,6 +16,10 @@ describe("row streams", () => {
     const V = 151_936;
     const keys = [rowStreamKey(0, 0), rowStreamKey(0, 1), rowStreamKey(7, 0), rowStreamKey(-3, 12), 0, 2 ** 32 - 1];
     const got = torch.tidy(() => streamUniforms(keys, V, "cpu").toFloat32Array());
+    // The same through a RowStreams that keeps its Weyl row, twice.
+    const streams = new RowStreams();
+    for (let i = 0; i < 2; i++) expect(torch.tidy(() => streamUniforms(keys, V, "cpu", streams).toFloat32Array())).toEqual(got);
+    streams.dispose();
     for (const [i, key] of keys.entries()) {
       for (const v of [0, 1, 2, 546, 547, 65_535, 65_536, 151_935]) expect(got[i * V + v]).toBe(Math.fround(streamUniform(key, v)));
       let mismatches = 0;

@@ -2,23 +2,14 @@ import { describe, expect, test } from "bun:test";
 import type { RGBImage } from "../../src/core/image.ts";
 import { DEFAULT_IMAGE_PROCESSOR, resizeForPatches, type ImageProcessorOptions } from "../../src/models/image-processor.ts";
 import { resizeImagesCached } from "../../src/models/patch-cache.ts";
-
-function image(width: number, height: number, seed: number): RGBImage {
-  const data = new Uint8Array(width * height * 3);
-  let s = seed;
-  for (let i = 0; i < data.length; i++) {
-    s = (s * 1103515245 + 12345) >>> 0;
-    data[i] = s >>> 24;
-  }
-  return { width, height, data };
-}
+import { noiseImage } from "./noise-image.ts";
 
 // 96 x 96 renders resized up to 168 x 168, as the Sokoban demo's 28-px cells are.
 const OPTS: ImageProcessorOptions = { ...DEFAULT_IMAGE_PROCESSOR, minPixels: 168 * 168, maxPixels: 168 * 168 + 28 * 12 + 1 };
 
 describe("resizeImagesCached", () => {
   test("equals resizeForPatches for every image, in order", () => {
-    const images = [image(96, 96, 1), image(96, 96, 2), image(64, 80, 3)];
+    const images = [noiseImage(96, 96, 1), noiseImage(96, 96, 2), noiseImage(64, 80, 3)];
     const got = resizeImagesCached(images, OPTS);
     expect(got.map((r) => [r.width, r.height])).toEqual(images.map((img) => [resizeForPatches(img, OPTS).width, resizeForPatches(img, OPTS).height]));
     expect([got[0]!.width, got[0]!.height]).toEqual([168, 168]);
@@ -26,7 +17,7 @@ describe("resizeImagesCached", () => {
   });
 
   test("equal pixels in distinct objects share one resize; different pixels or options do not", () => {
-    const a = image(96, 96, 7);
+    const a = noiseImage(96, 96, 7);
     const twin: RGBImage = { width: 96, height: 96, data: new Uint8Array(a.data) };
     const [ra, rTwin] = resizeImagesCached([a, twin], OPTS);
     expect(rTwin).toBe(ra!);
@@ -44,7 +35,7 @@ describe("resizeImagesCached", () => {
 
   test("without resizing, an image is its own patch source", () => {
     const opts: ImageProcessorOptions = { ...OPTS, doResize: false };
-    const a = image(56, 28, 9);
+    const a = noiseImage(56, 28, 9);
     expect(resizeImagesCached([a], opts)[0]).toBe(a);
   });
 });
