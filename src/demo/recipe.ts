@@ -79,6 +79,12 @@ export interface DemoRecipe {
   rlTestFreq?: number;
   /** Env instances per actor update (unset: rlBatch, one update a step); rlBatch / rlMiniBatch updates a step. */
   rlMiniBatch?: number;
+  /**
+   * Passes over a step's rollouts (PPO's epochs; unset: 1, verl's). A rollout costs seconds
+   * and an update of this policy a fraction of one, so more passes take more from each
+   * rollout; past the first the clipped ratio bounds how far they move the policy.
+   */
+  rlPpoEpochs?: number;
   /** Env keys the RL phase sets over the task's (its rewards: `format_reward`, `success_reward`); unset: the env's defaults. */
   rlEnvConfig?: Record<string, unknown>;
   /** Tokens a training micro-batch may hold (unset: 4096; a GPU takes far more of the small policy's at once). */
@@ -225,14 +231,17 @@ export const SOKOBAN_CPU_RECIPE: DemoRecipe = {
  * stopped once its loss is below 0.18) and what the GPU's batch affords: one merged image
  * token a cell (28 px), 32 levels x 8 a step, GiGPO's step part weighted 3 (the bumps into
  * a wall that the greedy warm start repeats are told apart only by the moves tried from
- * the same state), lr 2e-4, micro-batches of 32,768 tokens. Measured on an H200, four runs
- * sharing it (docs/demo.md): answer 0.56 -> 0.72 in 150 steps (271 s); free_think 0.62 ->
- * 0.73, 0.66 -> 0.78, 0.66 -> 0.75 by step 100 (seeds 0-2, 3-5 s a step). wm learns its
- * template from 2 epochs (the loss threshold falls below 0.18 on the template alone) and
- * pays 0.02 a perfect section: at 0.1, nine turns of state rewards (up to 1.8) outweighed
- * solving (1.0), and GiGPO learned to describe the room and not finish (training success
- * 0.57 at step 10, 0.35 at step 40; state rewards 0.24 -> 0.49 an episode); at 0.02 it holds
- * 0.69 and does not lift yet.
+ * the same state), lr 2e-4, micro-batches of 32,768 tokens, and four passes over each
+ * step's rollouts (PPO epochs: a rollout costs seconds, a pass over it a fraction of one).
+ * Measured on an H200, four runs sharing it (docs/demo.md): free_think 0.62 -> 0.81 by
+ * step 75, 0.66 -> 0.83 by step 100, 0.66 -> 0.76 by step 75 (seeds 0-2, 3-5 s a step),
+ * where one pass a step gave 0.73, 0.78 and 0.75 by step 100. wm learns its template from
+ * 2 epochs (the loss threshold falls below 0.18 on the template alone), pays 0.02 a
+ * perfect section and keeps one pass a step: at 0.1 a section, nine turns of state
+ * rewards (up to 1.8) outweighed solving (1.0) and GiGPO learned to describe the room and
+ * not finish (training success 0.57 at step 10, 0.35 at step 40; state rewards 0.24 ->
+ * 0.49 an episode); four passes over its 68-token replies raised their entropy and lowered
+ * success (0.69 -> 0.56 by step 25); at 0.02 and one pass it holds 0.69 and does not lift.
  */
 export const SOKOBAN_CUDA_RECIPE: DemoRecipe = {
   ...CUDA_RECIPE,
@@ -255,9 +264,10 @@ export const SOKOBAN_CUDA_RECIPE: DemoRecipe = {
   rlLr: 2e-4,
   rlTestFreq: 25,
   rlMaxTokenLen: 32_768,
+  rlPpoEpochs: 4,
   maxFreeThinkTokens: 24,
   maxWmTokens: 96,
-  formatOverrides: { wm: { sftEpochs: 2, sftStopBelowLoss: 0, stateReward: 0.02 } },
+  formatOverrides: { wm: { sftEpochs: 2, sftStopBelowLoss: 0, stateReward: 0.02, rlPpoEpochs: 1 } },
 };
 
 /**
@@ -328,7 +338,7 @@ export function trainConfig(
   // A row per turn, so a step's row count varies with its episodes' lengths: micro-batches
   // by a token budget, not by count.
   // The vision tower stays as initialised unless the recipe trains it (rlFreezeVisionTower).
-  const update = { ppo_mini_batch_size: recipe.rlMiniBatch ?? recipe.rlBatch, use_dynamic_bsz: true, ppo_max_token_len: recipe.rlMaxTokenLen ?? 4096, ppo_epochs: 1, freeze_vision_tower: recipe.rlFreezeVisionTower ?? true };
+  const update = { ppo_mini_batch_size: recipe.rlMiniBatch ?? recipe.rlBatch, use_dynamic_bsz: true, ppo_max_token_len: recipe.rlMaxTokenLen ?? 4096, ppo_epochs: recipe.rlPpoEpochs ?? 1, freeze_vision_tower: recipe.rlFreezeVisionTower ?? true };
   return v.parse(TrainConfig, {
     model: { model_dir: opts.modelDir, device: opts.device.startsWith("cuda") ? "cuda" : "cpu", dtype: "f32" },
     data: {
@@ -343,7 +353,7 @@ export function trainConfig(
     rollout: {
       n: recipe.rlGroup,
       temperature: 1.0,
-      use_engine_logprobs: (recipe.rlMiniBatch ?? recipe.rlBatch) === recipe.rlBatch,
+      use_engine_logprobs: (recipe.rlMiniBatch ?? recipe.rlBatch) === recipe.rlBatch && (recipe.rlPpoEpochs ?? 1) === 1,
       ...(recipe.valSampling ? { val_kwargs: { ...recipe.valSampling, n: 1 } } : {}),
     },
     algorithm:

@@ -119,8 +119,8 @@ describe("demo recipe", () => {
     const cuda = SOKOBAN_CUDA_RECIPE;
     expect(resolveRecipe(cuda, "answer")).toEqual(cuda);
     const wm = resolveRecipe(cuda, "wm");
-    expect([wm.sftEpochs, wm.sftStopBelowLoss, wm.stateReward]).toEqual([2, 0, 0.02]);
-    expect([cuda.sftEpochs, cuda.sftStopBelowLoss, cuda.stateReward]).toEqual([3, 0.18, 0.1]);
+    expect([wm.sftEpochs, wm.sftStopBelowLoss, wm.stateReward, wm.rlPpoEpochs]).toEqual([2, 0, 0.02, 1]);
+    expect([cuda.sftEpochs, cuda.sftStopBelowLoss, cuda.stateReward, cuda.rlPpoEpochs]).toEqual([3, 0.18, 0.1, 4]);
     // A caller's override wins over the format's.
     expect(resolveRecipe(cuda, "wm", { stateReward: 0.05, rlSteps: 7 })).toMatchObject({ stateReward: 0.05, rlSteps: 7, sftEpochs: 2 });
     const task = demoTask("sokoban", "vision", undefined, { levels: cuda.sokobanLevels, format: "wm", maxTurns: cuda.sokobanMaxTurns });
@@ -164,5 +164,16 @@ describe("demo recipe", () => {
     expect(config.rollout.val_kwargs).toEqual({ temperature: 0.7, top_p: 0.95, n: 1 });
     expect(config.trainer.critic_warmup).toBe(10);
     expect(config.actor.entropy_coeff).toBe(0.01);
+  });
+
+  test("several PPO epochs a step take the old log-probs from a trainer forward", () => {
+    const task = demoTask("sokoban", "vision", undefined, { levels: SOKOBAN_CPU_RECIPE.sokobanLevels, format: "answer", maxTurns: 6 });
+    const once = trainConfig(task, SOKOBAN_CPU_RECIPE, { modelDir: "sft", outputDir: "run", seed: 0, device: "cpu", steps: 20, algorithm: "gigpo" });
+    expect(once.actor.ppo_epochs).toBe(1);
+    expect(once.rollout.use_engine_logprobs).toBe(true);
+    const four = trainConfig(task, { ...SOKOBAN_CPU_RECIPE, rlPpoEpochs: 4 }, { modelDir: "sft", outputDir: "run", seed: 0, device: "cpu", steps: 20, algorithm: "gigpo" });
+    expect(four.actor.ppo_epochs).toBe(4);
+    expect(four.critic.ppo_epochs).toBe(4);
+    expect(four.rollout.use_engine_logprobs).toBe(false);
   });
 });
