@@ -7,11 +7,14 @@
 #   free_think  a <think> with the solver's plan first, GiGPO
 #   wm          VAGEN's world-model format (<perception>, <reasoning>, <prediction>,
 #               <answer>) with the state-estimation and transition rewards (Sokoban's
-#               exact reader), PPO with a critic and bi-level GAE (VAGEN-Full's estimator)
+#               exact reader), GiGPO as the recipe measured it (WM_ALGORITHM=bi_level:
+#               PPO with a critic and bi-level GAE, VAGEN-Full's estimator)
 #
 # Needs a built dist/vagen (bun build.ts). Usage: OUT=out bash bench/demo/sokoban-gpu.sh
-# Optional: SEEDS="0 1 2", FORMATS="answer free_think wm", LIMIT_S=570 (per run; the
-# nine share the GPU, and each must finish inside the ten minutes the whole script has).
+# Optional: SEEDS="0 1 2", FORMATS="answer free_think wm", WM_ALGORITHM=gigpo, LIMIT_S=570
+# (per run). The runs share the GPU's time: with four at once an H200 was busy 95-99%
+# and a free_think step took 4-5 s (docs/demo.md), so nine at once take about twice as
+# long a step each; choose SEEDS and FORMATS to fit the time you have.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
@@ -23,7 +26,8 @@ mkdir -p "$OUT"
 [ -x "$VAGEN" ] || { echo "no $VAGEN: build it first (bun build.ts)" >&2; exit 1; }
 { nvidia-smi -L; nproc; "$VAGEN" --version; } > "$OUT/env.txt" 2>&1
 
-algorithm_for() { [ "$1" = wm ] && echo bi_level || echo gigpo; }
+WM_ALGORITHM=${WM_ALGORITHM:-gigpo}
+algorithm_for() { [ "$1" = wm ] && echo "$WM_ALGORITHM" || echo gigpo; }
 
 pids=()
 for format in $FORMATS; do
