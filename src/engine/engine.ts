@@ -45,6 +45,20 @@ export interface EngineOptions {
   maxPrefillTokens?: number;
   /** Most sequences generating at once (at most the number of slots). */
   maxRunning?: number;
+  /**
+   * Prefill batching, as text-generation-inference's `max_waiting_tokens` and
+   * `waiting_served_ratio`: while sequences are decoding, prompts that are ready wait until
+   * the oldest has waited this many scheduler steps, or they number at least
+   * `prefillWaitRatio` x the decoding sequences. A prefill call of a small model costs
+   * about the same whatever it holds (its kernel launches, not its arithmetic), and in a
+   * multi-turn rollout the episodes' turns end a few at a time, so without it nearly every
+   * decode step came with a prefill call of one to four prompts. Unset or 0: every ready
+   * prompt is prefilled at the next step. With no sequence decoding there is nothing to
+   * wait for and prompts are prefilled at once either way.
+   */
+  prefillMaxWaitSteps?: number;
+  /** See `prefillMaxWaitSteps` (unset: 0.25). */
+  prefillWaitRatio?: number;
 }
 
 const BASE_SAMPLING: SamplingOptions = {
@@ -74,6 +88,8 @@ interface Sequence {
   pendingToken: boolean;
   /** Completed or failed: tokens still arriving from launched steps are dropped. */
   finished: boolean;
+  /** The scheduler step at which its prompt was ready to prefill (prefill batching's clock). */
+  readyAtStep: number;
   tokenIds: number[];
   logprobs: number[];
   logits?: Float32Array[];
@@ -111,6 +127,8 @@ export class Engine {
   private looping = false;
   private closed = false;
   private readonly events = new EngineEventHub();
+  /** Scheduler steps run so far (the clock prefill batching waits by). */
+  private steps = 0;
   private readonly counters = {
     prefillTokens: 0,
     cachedPromptTokens: 0,
@@ -250,8 +268,9 @@ export class Engine {
         continue;
       }
       try {
-        if (this.prefilling.length > 0) this.prefillStep();
+        if (this.prefilling.length > 0 && this.prefillDue()) this.prefillStep();
         if (this.decoding.length > 0) this.decodeStep();
+        this.steps++;
       } catch (e) {
         // A scheduler bug must not leave callers waiting forever: fail what is running.
         for (const seq of [...this.prefilling, ...this.decoding]) this.fail(seq, e);
@@ -311,6 +330,7 @@ export class Engine {
       kvLength: cached,
       pendingToken: false,
       finished: false,
+      readyAtStep: this.steps,
       tokenIds: [],
       logprobs: [],
       logits: w.request.returnLogits ? [] : undefined,
@@ -344,6 +364,20 @@ export class Engine {
     }
     this.counters.cachedPromptTokens += cached;
     this.prefilling.push(seq);
+  }
+
+  /** Whether the ready prompts are prefilled this step (prefill batching, EngineOptions). */
+  private prefillDue(): boolean {
+    const maxWait = this.options.prefillMaxWaitSteps ?? 0;
+    if (maxWait <= 0 || this.decoding.length === 0) return true;
+    if (this.prefilling.length >= (this.options.prefillWaitRatio ?? 0.25) * this.decoding.length) return true;
+    let oldest = Infinity;
+    for (const seq of this.prefilling) {
+      // A long prompt whose first chunks ran is finished without waiting again.
+      if (seq.prefilled > seq.cached) return true;
+      oldest = Math.min(oldest, seq.readyAtStep);
+    }
+    return this.steps - oldest >= maxWait;
   }
 
   /** One prefill step: chunks of pending prompts, padded cost within the token budget. */

@@ -28,6 +28,15 @@ export const EngineSettings = v.strictObject({
   max_slots: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1)), 512),
   /** Prompt tokens (with padding) one prefill step may run. */
   max_prefill_tokens: v.optional(v.pipe(v.number(), v.integer(), v.minValue(16)), 8192),
+  /**
+   * Prefill batching: while sequences decode, ready prompts wait up to this many scheduler
+   * steps, or until they number `prefill_wait_ratio` x the decoding ones, to be prefilled
+   * in one call (0: at once). See EngineOptions.prefillMaxWaitSteps. Measured on one RL
+   * step of the Sokoban demo's wm recipe (256 episodes, 2,066 turns): 520 prefill calls
+   * and 706 decode calls at 0, 120 and 720 at 4, 73 and 752 at 8, the same tokens sampled.
+   */
+  prefill_max_wait_steps: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0)), 4),
+  prefill_wait_ratio: v.optional(v.pipe(v.number(), v.minValue(0)), 0.25),
   /** Seed of the random stream unseeded requests share. */
   seed: v.optional(v.pipe(v.number(), v.integer()), 0),
   /** "fused": libtorch's SDPA kernels (flash / memory-efficient); "math": the unfused fallback. */
@@ -115,6 +124,8 @@ export function createEngine(model: ModelFamily, settings: Partial<EngineSetting
     tokenBytes: model.tokenBytes,
     eosTokenIds: [...model.eosTokenIds],
     maxPrefillTokens: s.max_prefill_tokens,
+    prefillMaxWaitSteps: s.prefill_max_wait_steps,
+    prefillWaitRatio: s.prefill_wait_ratio,
   });
   return {
     engine,

@@ -39,6 +39,7 @@ import { Rng } from "../core/rng.ts";
 import type { Env } from "../../envs/_common/types.ts";
 import { createEnv } from "../../envs/registry.ts";
 import { createHarness } from "../harness/registry.ts";
+import type { EngineStats } from "../engine/index.ts";
 import type { RolloutEpisode, RolloutItem } from "../rollout/index.ts";
 import { judgeTrouble } from "../rewards/index.ts";
 import {
@@ -442,6 +443,7 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
         const items = dataset.next(data.train_batch_size);
         let done = 0;
         const total = items.length * rolloutCfg.n;
+        const engineBefore = models.engine.engine.stats();
         roll = await timer
           .phase("rollout", "gen", () =>
             rollout(ctx, items, {
@@ -464,6 +466,7 @@ async function trainInFolder(checked: CheckedTrainConfig, opts: TrainOptions, em
             return { rows: [], episodes: [], tags: new Map(), stateRewardMetrics: {} };
           });
         localRoll = roll;
+        Object.assign(metrics, engineWork(engineBefore, models.engine.engine.stats()));
         if (dp) {
           // every rank gets the whole step's rows (without the others' images) in one process's order
           const parts = exchange(ranks, `step/${current}/rollout`, { ...toWireRollout(roll), abandoned: interrupted() });
@@ -773,4 +776,19 @@ function saveBestActor(outputDir: string, weights: Map<string, Tensor>): string 
   // renamed after the write: a reader never sees half a best actor
   renameSync(tmp, final);
   return final;
+}
+
+/**
+ * What the engine did for a step's rollout: its forward calls (a prefill call runs the
+ * newly admitted prompts, images included; a decode call one token for every generating
+ * sequence) and the tokens through each. For a small policy each call costs about the
+ * same whatever its size, so the calls, not the tokens, say where generation's time goes.
+ */
+export function engineWork(before: EngineStats, after: EngineStats): Record<string, number> {
+  return {
+    "perf/engine_prefill_calls": after.prefillSteps - before.prefillSteps,
+    "perf/engine_decode_calls": after.decodeSteps - before.decodeSteps,
+    "perf/engine_prefill_tokens": after.prefillTokens - before.prefillTokens,
+    "perf/engine_decode_tokens": after.decodeTokens - before.decodeTokens,
+  };
 }

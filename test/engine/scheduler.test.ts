@@ -10,9 +10,15 @@ const greedy = (maxNewTokens: number) => ({ temperature: 0, maxNewTokens });
 // launchDecode, so step k + 1 is queued before step k's tokens are read).
 let overlap = false;
 
-function engine(slots = 4, slotTokens = 64, opts: { maxPrefillTokens?: number; eos?: number[] } = {}) {
+function engine(slots = 4, slotTokens = 64, opts: { maxPrefillTokens?: number; eos?: number[]; prefillMaxWaitSteps?: number; prefillWaitRatio?: number } = {}) {
   const runner = new FakeRunner(slots, slotTokens, 50, overlap);
-  const e = new Engine(runner, { decode: letters, eosTokenIds: opts.eos ?? [], maxPrefillTokens: opts.maxPrefillTokens });
+  const e = new Engine(runner, {
+    decode: letters,
+    eosTokenIds: opts.eos ?? [],
+    maxPrefillTokens: opts.maxPrefillTokens,
+    prefillMaxWaitSteps: opts.prefillMaxWaitSteps,
+    prefillWaitRatio: opts.prefillWaitRatio,
+  });
   return { runner, engine: e };
 }
 
@@ -237,6 +243,69 @@ for (const overlapped of [false, true]) {
       ]);
       expect(b.tokenIds).toEqual(a.tokenIds);
       expect(b.cachedPromptTokens).toBe(1);
+      await e.close();
+    });
+  });
+
+  describe(`prefill batching${mode}`, () => {
+    beforeEach(setMode);
+
+    /**
+     * Four long requests decode while three newcomers arrive one scheduler step apart (as an
+     * episode's next turn does when its reply ends): the prefill calls after the first, the
+     * newcomers' tokens, and the decode steps of the whole run.
+     */
+    async function staggered(opts: { prefillMaxWaitSteps?: number; prefillWaitRatio?: number }) {
+      const { engine: e, runner } = engine(8, 64, opts);
+      const long = [prompt(1, 2), prompt(3, 4), prompt(5, 6), prompt(7, 8)].map((p) => e.generate({ prompt: p, sampling: greedy(40) }));
+      for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
+      const newcomers: Promise<GenerationResult>[] = [];
+      for (const p of [prompt(9, 10, 11), prompt(12, 13), prompt(14)]) {
+        newcomers.push(e.generate({ prompt: p, sampling: greedy(6) }));
+        await new Promise((r) => setImmediate(r));
+      }
+      const results = await Promise.all([...long, ...newcomers]);
+      const prefills = runner.prefillCalls.length;
+      const decodes = runner.decodeBatchSizes.length;
+      await e.close();
+      return { results, prefillsAfterFirst: prefills - 1, decodes };
+    }
+
+    test("newcomers wait for each other while others decode, up to the wait, and sample the same tokens", async () => {
+      const atOnce = await staggered({});
+      expect(atOnce.prefillsAfterFirst).toBe(3);
+      const batched = await staggered({ prefillMaxWaitSteps: 4, prefillWaitRatio: 100 });
+      expect(batched.prefillsAfterFirst).toBe(1);
+      expect(batched.results.map((r) => r.tokenIds)).toEqual(atOnce.results.map((r) => r.tokenIds));
+      expect(batched.results.map((r) => r.logprobs)).toEqual(atOnce.results.map((r) => r.logprobs));
+      // The long requests set the run's length: waiting cost them nothing.
+      expect(batched.decodes).toBe(atOnce.decodes);
+    });
+
+    test("enough ready prompts against the decoding ones are prefilled without waiting", async () => {
+      const atOnce = await staggered({});
+      // ratio 0.25: against four decoding sequences one ready prompt is enough; against the
+      // five decoding once it joined, two are, so the second and third go together
+      const quarter = await staggered({ prefillMaxWaitSteps: 1000, prefillWaitRatio: 0.25 });
+      expect(quarter.prefillsAfterFirst).toBe(2);
+      expect(quarter.decodes).toBe(atOnce.decodes);
+      // ratio 0.5: the first two go together; the third, against six decoding then, would
+      // need three, and with no step limit it waits until nothing decodes, after the long requests
+      const half = await staggered({ prefillMaxWaitSteps: 1000, prefillWaitRatio: 0.5 });
+      expect(half.prefillsAfterFirst).toBe(2);
+      expect(half.decodes).toBeGreaterThan(atOnce.decodes);
+      expect(half.results.map((r) => r.tokenIds)).toEqual(atOnce.results.map((r) => r.tokenIds));
+    });
+
+    test("with nothing decoding a prompt is prefilled at once, whatever the wait", async () => {
+      const { engine: e, runner } = engine(4, 64, { prefillMaxWaitSteps: 1000, prefillWaitRatio: 100 });
+      const solo = await e.generate({ prompt: prompt(1, 2, 3), sampling: greedy(4) });
+      expect(solo.tokenIds.length).toBe(4);
+      expect(runner.prefillCalls.length).toBe(1);
+      // A session's next turn, after its first finished: nothing else runs, so no wait.
+      const next = await e.generate({ prompt: prompt(1, 2, 3, ...solo.tokenIds, 7), sampling: greedy(4) });
+      expect(next.tokenIds.length).toBe(4);
+      expect(runner.prefillCalls.length).toBe(2);
       await e.close();
     });
   });

@@ -51,6 +51,15 @@ describe("a run's outputs", () => {
         expect(steps[0]![key]).toBeNumber();
       }
       expect(steps[1]!["val/digit/success_rate"]).toBeNumber();
+      // what the engine ran for each step's rollout: every episode's prompts prefilled (the
+      // prefill samples a reply's first token), and each decode call a token for at least
+      // one sequence, only when some reply is longer than one token
+      for (const s of steps) {
+        expect(s["perf/engine_prefill_calls"]).toBeGreaterThanOrEqual(1);
+        expect(s["perf/engine_prefill_tokens"]).toBeGreaterThan(s["prompt_length/min"]!);
+        expect(s["perf/engine_decode_calls"]! > 0).toBe(s["response_length/max"]! > 1);
+        expect(s["perf/engine_decode_tokens"]).toBeGreaterThanOrEqual(s["perf/engine_decode_calls"]!);
+      }
       // the trainer's forward gives the engine's sampling log-probs back (f32, CPU)
       expect(steps[0]!["rollout/logprob_mismatch"]).toBeLessThan(1e-4);
 
