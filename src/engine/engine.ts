@@ -57,9 +57,12 @@ export interface EngineOptions {
    * wait for and prompts are prefilled at once either way.
    */
   prefillMaxWaitSteps?: number;
-  /** See `prefillMaxWaitSteps` (unset: 0.25). */
+  /** See `prefillMaxWaitSteps` (unset: DEFAULT_PREFILL_WAIT_RATIO). */
   prefillWaitRatio?: number;
 }
+
+/** Ready prompts against decoding sequences at which prefill batching stops waiting. */
+export const DEFAULT_PREFILL_WAIT_RATIO = 0.25;
 
 const BASE_SAMPLING: SamplingOptions = {
   temperature: 1,
@@ -370,7 +373,7 @@ export class Engine {
   private prefillDue(): boolean {
     const maxWait = this.options.prefillMaxWaitSteps ?? 0;
     if (maxWait <= 0 || this.decoding.length === 0) return true;
-    if (this.prefilling.length >= (this.options.prefillWaitRatio ?? 0.25) * this.decoding.length) return true;
+    if (this.prefilling.length >= (this.options.prefillWaitRatio ?? DEFAULT_PREFILL_WAIT_RATIO) * this.decoding.length) return true;
     let oldest = Infinity;
     for (const seq of this.prefilling) {
       // A long prompt whose first chunks ran is finished without waiting again.

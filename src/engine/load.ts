@@ -10,7 +10,7 @@ import { VagenError } from "../core/errors.ts";
 import { loadModelFamily } from "../models/index.ts";
 import type { FamilyDecoder, ModelFamily } from "../models/family.ts";
 import type { ChatPromptBuilder } from "./chat.ts";
-import { Engine } from "./engine.ts";
+import { DEFAULT_PREFILL_WAIT_RATIO, Engine } from "./engine.ts";
 import { kvBytesPerToken, planKvCache, type KvCachePlan } from "./kv-cache.ts";
 import { ModelRunner } from "./model-runner.ts";
 
@@ -36,7 +36,7 @@ export const EngineSettings = v.strictObject({
    * and 706 decode calls at 0, 120 and 720 at 4, 73 and 752 at 8, the same tokens sampled.
    */
   prefill_max_wait_steps: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0)), 4),
-  prefill_wait_ratio: v.optional(v.pipe(v.number(), v.minValue(0)), 0.25),
+  prefill_wait_ratio: v.optional(v.pipe(v.number(), v.minValue(0)), DEFAULT_PREFILL_WAIT_RATIO),
   /** Seed of the random stream unseeded requests share. */
   seed: v.optional(v.pipe(v.number(), v.integer()), 0),
   /** "fused": libtorch's SDPA kernels (flash / memory-efficient); "math": the unfused fallback. */

@@ -784,7 +784,7 @@ function saveBestActor(outputDir: string, weights: Map<string, Tensor>): string 
  * sequence) and the tokens through each. For a small policy each call costs about the
  * same whatever its size, so the calls, not the tokens, say where generation's time goes.
  */
-export function engineWork(before: EngineStats, after: EngineStats): Record<string, number> {
+function engineWork(before: EngineStats, after: EngineStats): Record<string, number> {
   return {
     "perf/engine_prefill_calls": after.prefillSteps - before.prefillSteps,
     "perf/engine_decode_calls": after.decodeSteps - before.decodeSteps,
