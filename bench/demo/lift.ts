@@ -49,6 +49,7 @@ const summary = await runDemo(
     const at = `[${((performance.now() - started) / 1000).toFixed(0)} s]`;
     if (event.type === "sft" && event.event.type === "data") console.error(`${at} sft data: ${event.event.episodes} episodes (success ${event.event.successRate.toFixed(2)}), ${event.event.samples} samples, ${event.event.trainedTokens} trained tokens`);
     if (event.type === "sft" && event.event.type === "step" && event.event.step % 25 === 0) console.error(`${at} sft step ${event.event.step}/${event.event.totalSteps}: loss ${event.event.loss.toFixed(3)}`);
+    if (event.type === "probe") console.error(`${at} sft probe after step ${event.step}: ${event.successRate.toFixed(3)} on ${event.episodes} probe levels`);
     if (event.type === "sft" && event.event.type === "finished") console.error(`${at} sft finished after ${event.event.steps} steps`);
     if (event.type === "train" && event.event.type === "metrics" && event.event.step % 10 === 0 && !Object.keys(event.event.metrics).some((k) => k.startsWith("val/"))) {
       const picked = Object.entries(event.event.metrics).filter(([k]) => /success_rate|state_estimation_reward|transition_prediction_reward|timing_s\/step$/.test(k));

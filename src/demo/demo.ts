@@ -21,13 +21,14 @@
 import { join } from "node:path";
 import { VagenError } from "../core/errors.ts";
 import * as torch from "../torch/index.ts";
-import { runSft, type SftEvent } from "../sft/trainer.ts";
+import { runSft, type SftEvent, type SftProbe } from "../sft/trainer.ts";
 import type { SolverDataConfig } from "../sft/config.ts";
 import { checkTrainConfig } from "../training/config.ts";
 import type { TrainEvent } from "../training/events.ts";
 import { runTraining } from "../training/trainer.ts";
-import { demoRecipe, resolveRecipe, sftConfig, trainConfig, type DemoAlgorithm, type DemoRecipe } from "./recipe.ts";
-import { demoTask, writeDemoBaseModel, type DemoEnv, type DemoFormat, type DemoRender } from "./task.ts";
+import { demoRecipe, replyTokens, resolveRecipe, sftConfig, trainConfig, type DemoAlgorithm, type DemoRecipe } from "./recipe.ts";
+import { demoTask, writeDemoBaseModel, type DemoEnv, type DemoFormat, type DemoRender, type DemoTask } from "./task.ts";
+import { validate } from "./validate.ts";
 
 export interface DemoOptions {
   env: DemoEnv;
@@ -49,6 +50,8 @@ export interface DemoOptions {
 export type DemoEvent =
   | { type: "phase"; phase: "base" | "sft" | "rl" | "done"; message: string }
   | { type: "sft"; event: SftEvent }
+  /** The warm start's probe (recipe `sftStopAtSuccess`): greedy success on the probe levels after `step`. */
+  | { type: "probe"; step: number; successRate: number; episodes: number; target: number }
   | { type: "train"; event: TrainEvent };
 
 export interface DemoSummary {
@@ -76,6 +79,35 @@ function demonstrations(solver: SolverDataConfig): string {
   return `${solver.episodes} solver episodes, ${careless}${Math.round(solver.random_action_prob * 100)}% of moves random${safe}${noise}`;
 }
 
+/**
+ * The warm start's probe: the policy as it stands, greedy on levels of the probe's own
+ * seeds, in the engine at the precision RL validates in (f32); done once its success
+ * reaches `target`. Each probe's episodes stay under `sft/probes/step_<N>/`.
+ */
+function warmStartProbe(task: DemoTask, recipe: DemoRecipe, target: number, sftDir: string, device: string, onEvent: (event: DemoEvent) => void): SftProbe {
+  const episodes = recipe.sftProbeEpisodes ?? 64;
+  return {
+    from: recipe.sftProbeFrom ?? 10,
+    every: recipe.sftProbeEvery ?? 10,
+    judge: async (modelDir, step) => {
+      const { successRate } = await validate(task, {
+        modelDir,
+        outputDir: join(sftDir, "probes", `step_${step}`),
+        episodes,
+        device,
+        dtype: "f32",
+        concurrency: episodes,
+        // The RL phase's prompt budget (recipe.ts: data.max_prompt_length) and one reply.
+        maxSeqLen: 1024 + replyTokens(task, recipe),
+        maxTokens: replyTokens(task, recipe),
+        seedStart: task.probeSeedStart,
+      });
+      onEvent({ type: "probe", step, successRate, episodes, target });
+      return successRate >= target;
+    },
+  };
+}
+
 export async function runDemo(opts: DemoOptions, onEvent: (event: DemoEvent) => void = () => {}): Promise<DemoSummary> {
   const started = performance.now();
   const clock = () => (performance.now() - started) / 1000;
@@ -91,9 +123,7 @@ export async function runDemo(opts: DemoOptions, onEvent: (event: DemoEvent) => 
 
   const sftSetup = sftConfig(task, recipe, { baseModelDir: baseDir, outputDir: join(opts.runDir, "sft"), seed: opts.seed, device: opts.device });
   onEvent({ type: "phase", phase: "sft", message: `sft: ${demonstrations(sftSetup.data.solver!)} on ${task.envName} (${opts.render}, ${task.format ?? "answer"})` });
-  const sft = await runSft(sftSetup, (event) =>
-    onEvent({ type: "sft", event }),
-  );
+  const sft = await runSft(sftSetup, (event) => onEvent({ type: "sft", event }), { ...(recipe.sftStopAtSuccess !== undefined ? { probe: warmStartProbe(task, recipe, recipe.sftStopAtSuccess, sftSetup.output_dir, opts.device, onEvent) } : {}) });
   const sftSeconds = clock() - baseSeconds;
 
   onEvent({ type: "phase", phase: "rl", message: `rl: ${ALGORITHM_NAMES[opts.algorithm]}, ${steps} steps of ${recipe.rlBatch} x ${recipe.rlGroup} episodes from ${sft.modelDir}` });

@@ -62,6 +62,18 @@ export interface DemoRecipe {
   sftEpochs: number;
   /** Stop the warm start once its mean training loss is below this (unset: after the epochs). */
   sftStopBelowLoss?: number;
+  /**
+   * Stop the warm start at the first probe whose greedy success on `sftProbeEpisodes`
+   * levels of its own (seeds neither the demonstrations', RL's nor validation's) reaches
+   * this (unset: no probe). Imitation sits at chance for a number of steps that varies by
+   * seed and then climbs within tens of steps, so neither a step count nor a loss gives
+   * the same warm start from seed to seed (docs/demo.md); a success rate does.
+   */
+  sftStopAtSuccess?: number;
+  /** Probe after step `sftProbeFrom` and every `sftProbeEvery` steps after it (unset: 10 and 10), on `sftProbeEpisodes` levels (unset: 64). */
+  sftProbeFrom?: number;
+  sftProbeEvery?: number;
+  sftProbeEpisodes?: number;
   sftLr: number;
   /** Label smoothing of the supervised loss (unset: none). */
   sftLabelSmoothing?: number;
@@ -89,6 +101,12 @@ export interface DemoRecipe {
   rlEnvConfig?: Record<string, unknown>;
   /** Tokens a training micro-batch may hold (unset: 4096; a GPU takes far more of the small policy's at once). */
   rlMaxTokenLen?: number;
+  /**
+   * How the RL rollouts sample (unset: temperature 1, top_p 1, verl's defaults, which
+   * VAGEN main keeps; the paper trained at 0.7 and 0.95). The trainer's log-probs divide
+   * by the temperature, as verl's do.
+   */
+  rlSampling?: { temperature: number; top_p: number };
   /** The actor's entropy bonus (unset: 0, verl's and VAGEN's). */
   rlEntropyCoeff?: number;
   /** GiGPO's omega, the step-level advantage's weight against the episode's (unset: 1, its authors'). */
@@ -352,8 +370,9 @@ export function trainConfig(
     // ones. Several updates a step need the old log-probs from a trainer forward.
     rollout: {
       n: recipe.rlGroup,
-      temperature: 1.0,
-      use_engine_logprobs: (recipe.rlMiniBatch ?? recipe.rlBatch) === recipe.rlBatch && (recipe.rlPpoEpochs ?? 1) === 1,
+      temperature: recipe.rlSampling?.temperature ?? 1.0,
+      top_p: recipe.rlSampling?.top_p ?? 1.0,
+      use_engine_logprobs: (recipe.rlMiniBatch ?? recipe.rlBatch) === recipe.rlBatch && (recipe.rlPpoEpochs ?? 1) === 1 && recipe.rlSampling === undefined,
       ...(recipe.valSampling ? { val_kwargs: { ...recipe.valSampling, n: 1 } } : {}),
     },
     algorithm:

@@ -55,10 +55,14 @@ export interface DemoTask {
   format?: DemoFormat;
   /** Turn limit per episode (enough for a shortest path plus a few detours). */
   maxTurns: number;
-  /** Seeds of the supervised demonstrations, RL and validation: three disjoint ranges. */
+  /**
+   * Seeds of the supervised demonstrations, RL, validation and the warm start's probe
+   * (the recipe's `sftStopAtSuccess`): four disjoint ranges.
+   */
   sftSeedStart: number;
   trainSeedStart: number;
   valSeedStart: number;
+  probeSeedStart: number;
 }
 
 /**
@@ -75,7 +79,7 @@ export function demoTask(
   board: FrozenLakeBoard = { size: 4, p: 0.8 },
   sokoban: { levels?: SokobanLevels; format?: DemoFormat; maxTurns?: number; cellPixels?: 14 | 28 } = {},
 ): DemoTask {
-  const seeds = { sftSeedStart: 1_000_000, trainSeedStart: 0, valSeedStart: 5_000_000, harness: OBSERVATION_ONLY_HARNESS };
+  const seeds = { sftSeedStart: 1_000_000, trainSeedStart: 0, valSeedStart: 5_000_000, probeSeedStart: 6_000_000, harness: OBSERVATION_ONLY_HARNESS };
   const format = sokoban.format ?? "answer";
   const oneMove = { prompt_format: PROMPT_FORMATS[format], max_actions_per_step: 1, use_example_in_sys_prompt: false, render_mode: render };
   if (env === "frozenlake") {

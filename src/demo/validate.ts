@@ -21,21 +21,29 @@ export interface ValidationOptions {
   maxTokens: number;
   /** Sampling temperature (unset: 0, greedy). */
   temperature?: number;
+  /** The first level's seed (unset: the task's validation seeds). */
+  seedStart?: number;
+  /** The engine's compute dtype (unset: the engine's default, bf16 on CUDA). */
+  dtype?: "f32" | "bf16";
+  /** Episodes run at once (unset: 16). */
+  concurrency?: number;
+  /** Tokens one sequence may hold (unset: the engine's 8,192; the KV cache is sized by it). */
+  maxSeqLen?: number;
   onEvent?: EvalEventListener;
 }
 
-/** The eval config validation runs: the task's env on its validation seeds, greedy unless a temperature is given. */
+/** The eval config validation runs: the task's env on its validation seeds (or others), greedy unless a temperature is given. */
 export function validationConfig(task: DemoTask, opts: Omit<ValidationOptions, "onEvent">): EvalConfig {
   return v.parse(EvalConfig, {
     output_dir: opts.outputDir,
-    model: { backend: "engine", model_dir: opts.modelDir, engine: { device: opts.device }, sampling: { temperature: opts.temperature ?? 0, max_tokens: opts.maxTokens } },
-    run: { max_concurrent_episodes: 16, resume: false },
+    model: { backend: "engine", model_dir: opts.modelDir, engine: { device: opts.device, ...(opts.dtype ? { dtype: opts.dtype } : {}), ...(opts.maxSeqLen ? { max_seq_len: opts.maxSeqLen, max_slots: opts.concurrency ?? 16 } : {}) }, sampling: { temperature: opts.temperature ?? 0, max_tokens: opts.maxTokens } },
+    run: { max_concurrent_episodes: opts.concurrency ?? 16, resume: false },
     envs: {
       [task.envName.toLowerCase()]: {
         name: task.envName,
         config: task.envConfig,
         episodes: opts.episodes,
-        seed_start: task.valSeedStart,
+        seed_start: opts.seedStart ?? task.valSeedStart,
         max_turns: task.maxTurns,
         harness: task.harness,
       },

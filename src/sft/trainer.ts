@@ -26,6 +26,7 @@ import { loraSettingsOf } from "../training/lora-config.ts";
 import { attachNewAdapter, releaseAdapter } from "../training/lora.ts";
 import { TrainingModel } from "../training/forward.ts";
 import { trainableWeights } from "../training/update.ts";
+import { writeModelDir } from "../training/export.ts";
 import { saveSftCheckpoint, writeFinalModel, writeSftConfig } from "./checkpoint.ts";
 import { VAGEN_CHAT_TEMPLATE_KWARGS } from "../core/chat.ts";
 import type { SftConfig } from "./config.ts";
@@ -45,6 +46,8 @@ export type SftEvent =
   | { type: "checkpoint"; step: number; dir: string }
   /** `train.stop_below_loss` was reached: the mean loss of the last steps, and the limit. */
   | { type: "stopped_early"; step: number; meanLoss: number; below: number }
+  /** The probe (`SftProbe`) looked at the policy after `step`, and said to stop there or not. */
+  | { type: "probed"; step: number; stop: boolean }
   | { type: "finished"; steps: number; finalDir: string; seconds: number };
 
 export interface SftResult {
@@ -67,7 +70,20 @@ async function gatherEpisodes(config: SftConfig): Promise<{ all: Episode[]; kept
   return { all: episodes, kept };
 }
 
-export async function runSft(config: SftConfig, onEvent: (event: SftEvent) => void = () => {}): Promise<SftResult> {
+/**
+ * A look at the policy while it trains: after every `every` steps from step `from` on,
+ * the weights as they stand are written as a model directory (`output_dir/probe/`) and
+ * `judge` says whether the warm start is done. The demo ends its warm start this way at a
+ * success rate on levels of its own, not at a step count or a loss: imitation sits at
+ * chance for a number of steps that varies by seed, then climbs fast.
+ */
+export interface SftProbe {
+  from: number;
+  every: number;
+  judge: (modelDir: string, step: number) => Promise<boolean>;
+}
+
+export async function runSft(config: SftConfig, onEvent: (event: SftEvent) => void = () => {}, opts: { probe?: SftProbe } = {}): Promise<SftResult> {
   const started = performance.now();
   torch.manualSeed(config.seed);
   const { all, kept } = await gatherEpisodes(config);
@@ -81,6 +97,7 @@ export async function runSft(config: SftConfig, onEvent: (event: SftEvent) => vo
   const family = loadModelFamily(config.model_dir, sftLoadOptions(config));
   // With LoRA only the adapter trains and checkpoints; final/ is the merged model.
   const lora = loraSettingsOf(config.train, config.seed);
+  if (lora && opts.probe) throw new VagenError("sft: a probe needs the full weights, not a LoRA adapter");
   const model = new TrainingModel(family, lora && { train: attachNewAdapter(family, lora) });
   try {
     const codec = model.family.conversationCodec();
@@ -90,7 +107,11 @@ export async function runSft(config: SftConfig, onEvent: (event: SftEvent) => vo
     const successRate = all.filter((e) => e.success).length / all.length;
     onEvent({ type: "data", episodes: all.length, kept: kept.length, successRate, samples: samples.length, trainedTokens });
 
-    const result = trainOnSamples(model, samples, config, onEvent, { checkpointRoot });
+    const probe = opts.probe && {
+      ...opts.probe,
+      judge: (step: number) => opts.probe!.judge(writeModelDir(model.weights, config.model_dir, join(config.output_dir, "probe")), step),
+    };
+    const result = await trainOnSamples(model, samples, config, onEvent, { checkpointRoot, ...(probe ? { probe } : {}) });
     const finalDir = writeFinalModel(result.checkpoint!, config.model_dir, join(config.output_dir, "final"));
     onEvent({ type: "finished", steps: result.steps, finalDir, seconds: (performance.now() - started) / 1000 });
     return { modelDir: finalDir, checkpoint: result.checkpoint!, steps: result.steps, finalLoss: result.finalLoss };
@@ -106,16 +127,18 @@ export interface TrainLoopOptions {
    * `train.save_every_epoch`, and after the last step. Unset: none are written.
    */
   checkpointRoot?: string;
+  /** After every `every` steps from `from` on, `judge` says whether to stop there (`SftProbe`, weights already in hand). */
+  probe?: { from: number; every: number; judge: (step: number) => Promise<boolean> };
 }
 
 /** The optimisation loop over prepared samples (the model's weights are updated in place). */
-export function trainOnSamples(
+export async function trainOnSamples(
   model: TrainingModel,
   samples: readonly ConversationRecord[],
   config: Pick<SftConfig, "seed" | "optim" | "train">,
   onEvent: (event: SftEvent) => void = () => {},
   opts: TrainLoopOptions = {},
-): { steps: number; finalLoss: number; checkpoint?: string } {
+): Promise<{ steps: number; finalLoss: number; checkpoint?: string }> {
   const { optim, train } = config;
   const params = [...trainableWeights(model.weights, model.family, train.freeze_vision_tower).values()];
   for (const p of params) p.requiresGrad_(true);
@@ -156,7 +179,7 @@ export function trainOnSamples(
         scheduler.step();
         step++;
         epochLosses.push(loss);
-        onEvent({ type: "step", step, totalSteps, mayStopEarly: train.stop_below_loss > 0, epoch: epoch + 1, loss, tokenAccuracy: accuracy, lr, gradNorm });
+        onEvent({ type: "step", step, totalSteps, mayStopEarly: train.stop_below_loss > 0 || opts.probe !== undefined, epoch: epoch + 1, loss, tokenAccuracy: accuracy, lr, gradNorm });
         if (train.stop_below_loss > 0) {
           recentLosses.push(loss);
           if (recentLosses.length > STOP_LOSS_WINDOW) recentLosses.shift();
@@ -165,6 +188,11 @@ export function trainOnSamples(
             stopped = true;
             onEvent({ type: "stopped_early", step, meanLoss, below: train.stop_below_loss });
           }
+        }
+        const probe = opts.probe;
+        if (!stopped && probe && step >= probe.from && (step - probe.from) % probe.every === 0 && step < totalSteps) {
+          stopped = await probe.judge(step);
+          onEvent({ type: "probed", step, stop: stopped });
         }
       }
       if (train.save_every_epoch && cursor === order.length) save(epoch, cursor);

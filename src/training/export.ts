@@ -113,16 +113,14 @@ export function exportCheckpoint(checkpoint: string, out: string, opts: ExportOp
       }
       const merged = mergedWeights(base, adapter);
       try {
-        saveWeights(tmp, merged.weights, exportWeightNamer(base), opts.dtype);
+        stageModelDir(tmp, merged.weights, base, opts.dtype);
       } finally {
         merged.release();
       }
-      for (const file of MODEL_FILES) if (existsSync(join(base, file))) copyFileSync(join(base, file), join(tmp, file));
       replaceWithStaged(tmp, target);
       return { out: target, tensors: merged.weights.size };
     }
-    saveWeights(tmp, weights, exportWeightNamer(base), opts.dtype);
-    for (const file of MODEL_FILES) if (existsSync(join(base, file))) copyFileSync(join(base, file), join(tmp, file));
+    stageModelDir(tmp, weights, base, opts.dtype);
     replaceWithStaged(tmp, target);
     return { out: target, tensors: weights.size };
   } catch (err) {
@@ -133,8 +131,32 @@ export function exportCheckpoint(checkpoint: string, out: string, opts: ExportOp
   }
 }
 
+/**
+ * A policy's full weights as they stand in memory (not a LoRA adapter's) as a model directory at `out`,
+ * beside the base model's other files; written aside and renamed into place, replacing
+ * what `out` held. For a look at a model mid-training (the demo's warm-start probe).
+ */
+export function writeModelDir(weights: ReadonlyMap<string, Tensor>, base: string, out: string): string {
+  const target = resolve(out);
+  const tmp = stagingDirFor(target);
+  try {
+    stageModelDir(tmp, weights, base);
+    replaceWithStaged(tmp, target);
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw err;
+  }
+  return target;
+}
+
+/** `weights` under transformers' names and the base model's other files, in `dir`. */
+function stageModelDir(dir: string, weights: ReadonlyMap<string, Tensor>, base: string, dtype?: DType): void {
+  saveWeights(dir, weights, exportWeightNamer(base), dtype);
+  for (const file of MODEL_FILES) if (existsSync(join(base, file))) copyFileSync(join(base, file), join(dir, file));
+}
+
 /** Sharded safetensors of `weights` in `dir` under the names transformers loads (`name`), converted to `dtype` if given. */
-function saveWeights(dir: string, weights: Map<string, Tensor>, name: (vagenName: string) => string, dtype?: DType): void {
+function saveWeights(dir: string, weights: ReadonlyMap<string, Tensor>, name: (vagenName: string) => string, dtype?: DType): void {
   const converted = dtype ? new Map([...weights].map(([k, t]) => [k, torch.tidy(() => t.to(dtype))])) : weights;
   try {
     safetensors.saveSharded(dir, new Map([...converted].map(([k, t]) => [name(k), t])), { metadata: { format: "pt" } });

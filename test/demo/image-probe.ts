@@ -64,10 +64,10 @@ export function makeProbe(answers: readonly string[], spec: TinyQwenSpec = DEMO_
 }
 
 /** Supervised steps on `samples`; returns the per-step token accuracy. */
-export function train(probe: Probe, samples: readonly ConversationRecord[], opts: { steps: number; lr: number; batchSize: number; seed?: number; freezeVision?: boolean }): { accuracy: number[]; loss: number[] } {
+export async function train(probe: Probe, samples: readonly ConversationRecord[], opts: { steps: number; lr: number; batchSize: number; seed?: number; freezeVision?: boolean }): Promise<{ accuracy: number[]; loss: number[] }> {
   const accuracy: number[] = [];
   const loss: number[] = [];
-  trainOnSamples(
+  await trainOnSamples(
     probe.model,
     samples,
     {

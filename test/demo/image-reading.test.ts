@@ -47,12 +47,12 @@ test("a padded batch's supervised loss is the sum of its rows' own losses", () =
 
 test(
   "red answers R and blue answers B after a few dozen supervised steps",
-  () => {
+  async () => {
     const samples = probe.samples([
       { image: red, answer: "R" },
       { image: blue, answer: "B" },
     ]);
-    const { accuracy, loss } = train(probe, samples, { steps: 30, lr: 3e-3, batchSize: 2 });
+    const { accuracy, loss } = await train(probe, samples, { steps: 30, lr: 3e-3, batchSize: 2 });
     // Each sample trains two tokens (the answer and <|im_end|>): a policy blind to the image is right on at most 3 of the 4.
     expect(accuracy.at(-1)).toBe(1);
     expect(loss.at(-1)!).toBeLessThan(0.1);
@@ -62,13 +62,13 @@ test(
 
 test(
   "the index of the lit cell of a 3x3 board is read from the image",
-  () => {
+  async () => {
     const answers = "012345678".split("");
     const board = makeProbe(answers, SPEC);
     try {
       const samples = board.samples(answers.map((answer, cell) => ({ image: litCellImage(3, 28, cell), answer })));
       // Solved by step ~50-62 depending on libtorch's thread count (summation order): 80 leaves room.
-      const { accuracy } = train(board, samples, { steps: 80, lr: 3e-3, batchSize: 9 });
+      const { accuracy } = await train(board, samples, { steps: 80, lr: 3e-3, batchSize: 9 });
       // A policy blind to the place gets 1 of the 9 answers right (and every <|im_end|>): accuracy 10/18.
       expect(accuracy.at(-1)).toBe(1);
     } finally {

@@ -14,7 +14,7 @@ const probes: Probe[] = [];
 afterAll(() => probes.forEach((p) => p.dispose()));
 
 /** Names of the weights a few supervised steps changed, split by whether they are the vision encoder's. */
-function changedAfterTraining(freezeVision: boolean): { vision: string[]; language: string[]; visionTotal: number } {
+async function changedAfterTraining(freezeVision: boolean): Promise<{ vision: string[]; language: string[]; visionTotal: number }> {
   const probe = makeProbe(["R", "B"], SPEC);
   probes.push(probe);
   const before = new Map([...probe.model.weights].map(([name, w]) => [name, torch.noGrad(() => w.clone())]));
@@ -22,7 +22,7 @@ function changedAfterTraining(freezeVision: boolean): { vision: string[]; langua
     { image: solidImage(56, [230, 20, 20]), answer: "R" },
     { image: solidImage(56, [20, 20, 230]), answer: "B" },
   ]);
-  train(probe, samples, { steps: 3, lr: 1e-2, batchSize: 2, freezeVision });
+  await train(probe, samples, { steps: 3, lr: 1e-2, batchSize: 2, freezeVision });
   const changed: string[] = [];
   for (const [name, w] of probe.model.weights) {
     const old = before.get(name)!;
@@ -33,16 +33,16 @@ function changedAfterTraining(freezeVision: boolean): { vision: string[]; langua
   return { vision: changed.filter(isVision), language: changed.filter((n) => !isVision(n)), visionTotal: [...probe.model.weights.keys()].filter(isVision).length };
 }
 
-test("freeze_vision_tower leaves the vision encoder as loaded and trains the language model", () => {
-  const frozen = changedAfterTraining(true);
+test("freeze_vision_tower leaves the vision encoder as loaded and trains the language model", async () => {
+  const frozen = await changedAfterTraining(true);
   expect(frozen.visionTotal).toBeGreaterThan(5); // patch embedding, a block, the merger
   expect(frozen.vision).toEqual([]);
   expect(frozen.language).toContain("lm_head.weight");
   expect(frozen.language).toContain("model.layers.0.mlp.down_proj.weight");
 });
 
-test("without it the vision encoder trains too", () => {
-  const trained = changedAfterTraining(false);
+test("without it the vision encoder trains too", async () => {
+  const trained = await changedAfterTraining(false);
   expect(trained.vision).toContain("visual.patch_embed.proj.weight");
   expect(trained.vision).toContain("visual.merger.mlp.0.weight");
 });

@@ -31,6 +31,7 @@ const task: DemoTask = {
   sftSeedStart: 0,
   trainSeedStart: 100,
   valSeedStart: 1000,
+  probeSeedStart: 2000,
 };
 
 /** ~70k parameters; a 192 x 192 board resized to 84 x 84, one merged token per cell. */

@@ -30,6 +30,7 @@ const task: DemoTask = {
   sftSeedStart: 0,
   trainSeedStart: 100,
   valSeedStart: 1000,
+  probeSeedStart: 2000,
 };
 const SPEC: TinyQwenSpec = { ...DEMO_MODEL_SPEC, textHidden: 32, textLayers: 1, textHeads: 2, textKvHeads: 1, textIntermediate: 64, visionHidden: 16, visionDepth: 1, visionHeads: 1, visionIntermediate: 32 };
 

@@ -13,7 +13,7 @@ import { makeProbe, solidImage } from "../demo/image-probe.ts";
 
 const SPEC: TinyQwenSpec = { ...DEMO_MODEL_SPEC, textHidden: 32, textLayers: 1, textHeads: 2, textKvHeads: 1, textIntermediate: 64, visionHidden: 16, visionDepth: 1, visionHeads: 1, visionIntermediate: 32 };
 
-function run(stopBelowLoss: number, steps: number): SftEvent[] {
+async function run(stopBelowLoss: number, steps: number): Promise<SftEvent[]> {
   const probe = makeProbe(["R", "B"], SPEC);
   try {
     const samples = probe.samples([
@@ -21,7 +21,7 @@ function run(stopBelowLoss: number, steps: number): SftEvent[] {
       { image: solidImage(56, [20, 20, 230]), answer: "B" },
     ]);
     const events: SftEvent[] = [];
-    trainOnSamples(
+    await trainOnSamples(
       probe.model,
       samples,
       {
@@ -37,7 +37,7 @@ function run(stopBelowLoss: number, steps: number): SftEvent[] {
   }
 }
 
-const full = run(0, 40);
+const full = await run(0, 40);
 const losses = full.flatMap((e) => (e.type === "step" ? [e.loss] : []));
 
 test("0 never stops early: every step asked for runs", () => {
@@ -47,7 +47,7 @@ test("0 never stops early: every step asked for runs", () => {
   expect(losses.at(-1)!).toBeLessThan(losses[0]! / 2);
 });
 
-test("stops after the first step whose mean loss over the last ten steps is below the limit", () => {
+test("stops after the first step whose mean loss over the last ten steps is below the limit", async () => {
   const means = losses.map((_, i) => (i + 1 < STOP_LOSS_WINDOW ? Infinity : losses.slice(i + 1 - STOP_LOSS_WINDOW, i + 1).reduce((a, b) => a + b, 0) / STOP_LOSS_WINDOW));
   // A limit the ten-step mean crosses part of the way through the run.
   const limit = (means[STOP_LOSS_WINDOW - 1]! + means.at(-1)!) / 2;
@@ -55,7 +55,7 @@ test("stops after the first step whose mean loss over the last ten steps is belo
   expect(expectedStep).toBeGreaterThan(STOP_LOSS_WINDOW);
   expect(expectedStep).toBeLessThan(40);
 
-  const stopped = run(limit, 40);
+  const stopped = await run(limit, 40);
   const steps = stopped.flatMap((e) => (e.type === "step" ? [e.loss] : []));
   expect(steps).toEqual(losses.slice(0, expectedStep));
   const event = stopped.find((e) => e.type === "stopped_early");

@@ -119,6 +119,8 @@ async function demoCommand(opts: DemoFlags): Promise<number> {
         say(event.message);
         if (event.phase === "done") saidSummary = true;
       }
+    } else if (event.type === "probe") {
+      say(`sft probe after step ${event.step}: greedy success ${event.successRate.toFixed(2)} on ${event.episodes} probe levels (the warm start ends at ${event.target.toFixed(2)})`);
     } else if (event.type === "sft") {
       // One line per step would flood the terminal for a phase of a minute: every tenth, and the rest.
       if (event.event.type !== "step" || event.event.step % 10 === 0 || event.event.step === event.event.totalSteps) say(sftEventLine(event.event));

@@ -33,6 +33,8 @@ export function sftEventLine(event: SftEvent): string {
       return `sft checkpoint: ${event.dir}`;
     case "stopped_early":
       return `sft stopped at step ${event.step}: the mean loss of the last steps, ${event.meanLoss.toFixed(4)}, is below train.stop_below_loss ${event.below}`;
+    case "probed":
+      return `sft probed the policy after step ${event.step}: ${event.stop ? "done, the warm start stops here" : "not done yet"}`;
     case "finished":
       return `sft finished: ${event.steps} steps in ${event.seconds.toFixed(1)} s`;
   }
