@@ -18,6 +18,7 @@
  * The RL phase's validation before training is the supervised policy's success rate; the
  * one after the last step is the final success rate: both are in metrics.jsonl.
  */
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { VagenError } from "../core/errors.ts";
 import * as torch from "../torch/index.ts";
@@ -82,7 +83,7 @@ function demonstrations(solver: SolverDataConfig): string {
 /**
  * The warm start's probe: the policy as it stands, greedy on levels of the probe's own
  * seeds, in the engine at the precision RL validates in (f32); done once its success
- * reaches `target`. Each probe's episodes stay under `sft/probes/step_<N>/`.
+ * reaches `target`. Each probe's summary stays under `sft/probes/step_<N>/`.
  */
 function warmStartProbe(task: DemoTask, recipe: DemoRecipe, target: number, sftDir: string, device: string, onEvent: (event: DemoEvent) => void): SftProbe {
   const episodes = recipe.sftProbeEpisodes ?? 64;
@@ -90,9 +91,10 @@ function warmStartProbe(task: DemoTask, recipe: DemoRecipe, target: number, sftD
     from: recipe.sftProbeFrom ?? 10,
     every: recipe.sftProbeEvery ?? 10,
     judge: async (modelDir, step) => {
+      const outputDir = join(sftDir, "probes", `step_${step}`);
       const { successRate } = await validate(task, {
         modelDir,
-        outputDir: join(sftDir, "probes", `step_${step}`),
+        outputDir,
         episodes,
         device,
         dtype: "f32",
@@ -103,7 +105,11 @@ function warmStartProbe(task: DemoTask, recipe: DemoRecipe, target: number, sftD
         seedStart: task.probeSeedStart,
       });
       onEvent({ type: "probe", step, successRate, episodes, target });
-      return successRate >= target;
+      const done = successRate >= target;
+      // A probe's episodes are 5 MB of renders; the one that ended the warm start keeps
+      // them, the others their summary.json alone (twenty probes would be 100 MB).
+      if (!done) rmSync(join(outputDir, task.envName.toLowerCase()), { recursive: true, force: true });
+      return done;
     },
   };
 }

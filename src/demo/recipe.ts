@@ -245,21 +245,26 @@ export const SOKOBAN_CPU_RECIPE: DemoRecipe = {
 /**
  * Sokoban on CUDA: VAGEN's levels (6x6, one box, one to five moves), nine turns, the CUDA
  * policy (1.18M parameters) with what lifted the CPU recipe (the vision tower trained in
- * both phases, no per-turn format reward in RL, a warm start of 2048 demonstrations
- * stopped once its loss is below 0.18) and what the GPU's batch affords: one merged image
- * token a cell (28 px), 32 levels x 8 a step, GiGPO's step part weighted 3 (the bumps into
- * a wall that the greedy warm start repeats are told apart only by the moves tried from
- * the same state), lr 2e-4, micro-batches of 32,768 tokens, and four passes over each
- * step's rollouts (PPO epochs: a rollout costs seconds, a pass over it a fraction of one).
- * Measured on an H200, four runs sharing it (docs/demo.md): free_think 0.62 -> 0.81 by
- * step 75, 0.66 -> 0.83 by step 100, 0.66 -> 0.76 by step 75 (seeds 0-2, 3-5 s a step),
- * where one pass a step gave 0.73, 0.78 and 0.75 by step 100. wm learns its template from
- * 2 epochs (the loss threshold falls below 0.18 on the template alone), pays 0.02 a
- * perfect section and keeps one pass a step: at 0.1 a section, nine turns of state
- * rewards (up to 1.8) outweighed solving (1.0) and GiGPO learned to describe the room and
- * not finish (training success 0.57 at step 10, 0.35 at step 40; state rewards 0.24 ->
- * 0.49 an episode); four passes over its 68-token replies raised their entropy and lowered
- * success (0.69 -> 0.56 by step 25); at 0.02 and one pass it holds 0.69 and does not lift.
+ * both phases, no per-turn format reward in RL) and what the GPU's batch affords: one
+ * merged image token a cell (28 px), 32 levels x 8 a step, GiGPO's step part weighted 3
+ * (the bumps into a wall that the greedy warm start repeats are told apart only by the
+ * moves tried from the same state), lr 2e-4, micro-batches of 32,768 tokens, and four
+ * passes over each step's rollouts (PPO epochs: a rollout costs seconds, a pass over it a
+ * fraction of one).
+ * The warm start imitates 2048 demonstrations and ends at the first probe (every 10 steps
+ * from step 80) whose greedy success on 64 levels of its own reaches 0.45: a loss
+ * threshold gave warm starts from 0.45 to 0.76 by seed (wm's loss falls on its template
+ * before the move is learned), which left RL from nothing to 0.2 to add.
+ * wm: 0.02 a perfect section (at 0.1, nine turns of state rewards, up to 1.8, outweighed
+ * solving, 1.0, and GiGPO learned to describe the room and not finish), rollouts sampled
+ * at the paper's temperature 0.7 and top_p 0.95 (at 1.0 a 68-token reply garbles often
+ * enough that sampled success sat 0.15 below greedy) and two passes a step (four raised
+ * its entropy and lowered success).
+ * Measured on an H200, three runs sharing it (docs/demo.md): free_think 0.44 -> 0.70,
+ * 0.50 -> 0.75, 0.56 -> 0.70 in 150 steps (seeds 0-2, 7.5-8 minutes each); wm 0.38 ->
+ * 0.66, 0.40 -> 0.66, 0.51 -> 0.70 by steps 120-140 (15 minutes each). A warm start
+ * stopped at a loss of 0.18 ends higher (free_think 0.77-0.83) with less added by RL
+ * (+0.10 to +0.19), and wm's did not lift.
  */
 export const SOKOBAN_CUDA_RECIPE: DemoRecipe = {
   ...CUDA_RECIPE,
@@ -271,7 +276,9 @@ export const SOKOBAN_CUDA_RECIPE: DemoRecipe = {
   stateReward: 0.1,
   sftEpisodes: 2048,
   sftEpochs: 3,
-  sftStopBelowLoss: 0.18,
+  sftStopAtSuccess: 0.45,
+  sftProbeFrom: 80,
+  sftProbeEvery: 10,
   sftFreezeVisionTower: false,
   rlFreezeVisionTower: false,
   rlEnvConfig: { format_reward: 0 },
@@ -285,7 +292,7 @@ export const SOKOBAN_CUDA_RECIPE: DemoRecipe = {
   rlPpoEpochs: 4,
   maxFreeThinkTokens: 24,
   maxWmTokens: 96,
-  formatOverrides: { wm: { sftEpochs: 2, sftStopBelowLoss: 0, stateReward: 0.02, rlPpoEpochs: 1 } },
+  formatOverrides: { wm: { sftEpochs: 2, stateReward: 0.02, rlPpoEpochs: 2, rlSampling: { temperature: 0.7, top_p: 0.95 } } },
 };
 
 /**

@@ -119,8 +119,10 @@ describe("demo recipe", () => {
     const cuda = SOKOBAN_CUDA_RECIPE;
     expect(resolveRecipe(cuda, "answer")).toEqual(cuda);
     const wm = resolveRecipe(cuda, "wm");
-    expect([wm.sftEpochs, wm.sftStopBelowLoss, wm.stateReward, wm.rlPpoEpochs]).toEqual([2, 0, 0.02, 1]);
-    expect([cuda.sftEpochs, cuda.sftStopBelowLoss, cuda.stateReward, cuda.rlPpoEpochs]).toEqual([3, 0.18, 0.1, 4]);
+    expect([wm.sftEpochs, wm.sftStopAtSuccess, wm.stateReward, wm.rlPpoEpochs, wm.rlSampling]).toEqual([2, 0.45, 0.02, 2, { temperature: 0.7, top_p: 0.95 }]);
+    expect([cuda.sftEpochs, cuda.sftStopAtSuccess, cuda.stateReward, cuda.rlPpoEpochs, cuda.rlSampling]).toEqual([3, 0.45, 0.1, 4, undefined]);
+    // The probe ends the warm start, not a loss.
+    expect(sftConfig(demoTask("sokoban", "vision", undefined, { format: "wm" }), wm, { baseModelDir: "base", outputDir: "sft", seed: 0, device: "cuda" }).train.stop_below_loss).toBe(0);
     // A caller's override wins over the format's.
     expect(resolveRecipe(cuda, "wm", { stateReward: 0.05, rlSteps: 7 })).toMatchObject({ stateReward: 0.05, rlSteps: 7, sftEpochs: 2 });
     const task = demoTask("sokoban", "vision", undefined, { levels: cuda.sokobanLevels, format: "wm", maxTurns: cuda.sokobanMaxTurns });
@@ -129,6 +131,9 @@ describe("demo recipe", () => {
     expect(config.data.train.sokoban!.config.format_reward).toBe(0);
     expect(config.actor.freeze_vision_tower).toBe(false);
     expect([config.data.train_batch_size, config.algorithm.step_advantage_w, config.actor.optim.lr, config.trainer.test_freq]).toEqual([32, 3, 2e-4, 25]);
+    // Sampled as the paper did: the engine's log-probs are not the trainer's old ones then.
+    expect(config.rollout).toMatchObject({ temperature: 0.7, top_p: 0.95, use_engine_logprobs: false });
+    expect(config.actor.ppo_epochs).toBe(2);
     // episode_mean divides each turn's state rewards by the episode's turns.
     const mean = trainConfig(task, { ...wm, stateRewardAggregation: "episode_mean" }, { modelDir: "sft", outputDir: "run", seed: 0, device: "cuda", steps: 150, algorithm: "gigpo" });
     expect(mean.data.train.sokoban!.config.state_reward).toMatchObject({ aggregation: "episode_mean" });
