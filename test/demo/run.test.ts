@@ -5,7 +5,7 @@
  * learns is measured in docs/demo.md, not here; this checks the pipeline holds together.
  */
 import { afterAll, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runDemo, type DemoEvent } from "../../src/demo/demo.ts";
@@ -59,6 +59,41 @@ test(
     expect(stepMetrics).toHaveLength(2);
     expect(stepMetrics.every((m) => !("timing_s/old_log_prob" in m))).toBe(true);
     expect(torch.torchInfo().threads).toBe(CPU_RECIPE.cpuThreads!);
+  },
+  120_000,
+);
+
+test(
+  "a warm start ended by its probe: greedy success on the probe's own levels, looked at from sftProbeFrom every sftProbeEvery steps",
+  async () => {
+    const cut = { sftEpisodes: 48, sftCarelessProb: 0.5, sftEpochs: 1, rlSteps: 1, rlBatch: 2, rlGroup: 2, valEpisodes: 2, sftProbeFrom: 1, sftProbeEvery: 1, sftProbeEpisodes: 3 };
+    const run = async (name: string, target: number) => {
+      const events: DemoEvent[] = [];
+      const runDir = join(root, name);
+      const summary = await runDemo({ env: "frozenlake", render: "vision", seed: 0, device: "cpu", algorithm: "gigpo", runDir, recipe: { ...cut, sftStopAtSuccess: target } }, (e) => events.push(e));
+      const probes = events.flatMap((e) => (e.type === "probe" ? [e] : []));
+      const steps = events.flatMap((e) => (e.type === "sft" && e.event.type === "step" ? [e.event.step] : []));
+      return { runDir, summary, probes, steps };
+    };
+
+    // A success no policy reaches: a probe after every step but the last, each trimmed to its summary.
+    const never = await run("probe-never", 1.01);
+    expect(never.steps.length).toBeGreaterThan(2);
+    expect(never.probes.map((p) => p.step)).toEqual(never.steps.slice(0, -1));
+    for (const probe of never.probes) {
+      expect(probe).toMatchObject({ episodes: 3, target: 1.01 });
+      const dir = join(never.runDir, "sft", "probes", `step_${probe.step}`);
+      const summary = JSON.parse(readFileSync(join(dir, "summary.json"), "utf8")) as { envs: Record<string, { episodes: number; success_rate: number }> };
+      expect(summary.envs.frozenlake).toMatchObject({ episodes: 3, success_rate: probe.successRate });
+      expect(readdirSync(dir)).not.toContain("frozenlake");
+    }
+
+    // Any success at all: the warm start ends at the first probe, which keeps its episodes.
+    const first = await run("probe-first", 0);
+    expect(first.steps).toEqual([1]);
+    expect(first.probes.map((p) => p.step)).toEqual([1]);
+    expect(readdirSync(join(first.runDir, "sft", "probes", "step_1", "frozenlake"))).toHaveLength(3);
+    expect(first.summary.rl_steps).toBe(1);
   },
   120_000,
 );
