@@ -129,7 +129,8 @@ export async function runDemo(opts: DemoOptions, onEvent: (event: DemoEvent) => 
 
   const sftSetup = sftConfig(task, recipe, { baseModelDir: baseDir, outputDir: join(opts.runDir, "sft"), seed: opts.seed, device: opts.device });
   onEvent({ type: "phase", phase: "sft", message: `sft: ${demonstrations(sftSetup.data.solver!)} on ${task.envName} (${opts.render}, ${task.format ?? "answer"})` });
-  const sft = await runSft(sftSetup, (event) => onEvent({ type: "sft", event }), { ...(recipe.sftStopAtSuccess !== undefined ? { probe: warmStartProbe(task, recipe, recipe.sftStopAtSuccess, sftSetup.output_dir, opts.device, onEvent) } : {}) });
+  const probe = recipe.sftStopAtSuccess === undefined ? undefined : warmStartProbe(task, recipe, recipe.sftStopAtSuccess, sftSetup.output_dir, opts.device, onEvent);
+  const sft = await runSft(sftSetup, (event) => onEvent({ type: "sft", event }), probe ? { probe } : {});
   const sftSeconds = clock() - baseSeconds;
 
   onEvent({ type: "phase", phase: "rl", message: `rl: ${ALGORITHM_NAMES[opts.algorithm]}, ${steps} steps of ${recipe.rlBatch} x ${recipe.rlGroup} episodes from ${sft.modelDir}` });
