@@ -258,7 +258,7 @@ export const SOKOBAN_CPU_RECIPE: DemoRecipe = {
  * wm: 0.02 a perfect section (at 0.1, nine turns of state rewards, up to 1.8, outweighed
  * solving, 1.0, and GiGPO learned to describe the room and not finish), rollouts sampled
  * at the paper's temperature 0.7 and top_p 0.95 (at 1.0 a 68-token reply garbles often
- * enough that sampled success sat 0.15 below greedy) and two passes a step (four raised
+ * enough that sampled success sat 0.16 below greedy) and two passes a step (four raised
  * its entropy and lowered success).
  * Measured on an H200, three runs sharing it (docs/demo.md): free_think 0.44 -> 0.70,
  * 0.50 -> 0.75, 0.56 -> 0.70 in 150 steps (seeds 0-2, 7.5-8 minutes each); wm 0.38 ->
