@@ -130,7 +130,9 @@ export async function runDemo(opts: DemoOptions, onEvent: (event: DemoEvent) => 
   const sftSetup = sftConfig(task, recipe, { baseModelDir: baseDir, outputDir: join(opts.runDir, "sft"), seed: opts.seed, device: opts.device });
   onEvent({ type: "phase", phase: "sft", message: `sft: ${demonstrations(sftSetup.data.solver!)} on ${task.envName} (${opts.render}, ${task.format ?? "answer"})` });
   const probe = recipe.sftStopAtSuccess === undefined ? undefined : warmStartProbe(task, recipe, recipe.sftStopAtSuccess, sftSetup.output_dir, opts.device, onEvent);
-  const sft = await runSft(sftSetup, (event) => onEvent({ type: "sft", event }), probe ? { probe } : {});
+  const sft = await runSft(sftSetup, (event) => onEvent({ type: "sft", event }), { ...(probe ? { probe } : {}), ...(opts.signal ? { signal: opts.signal } : {}) });
+  // 130 after Ctrl-C, as shells report a SIGINT death (128 + 2).
+  if (sft.interrupted) throw new VagenError(`demo: interrupted during the warm start, after supervised step ${sft.steps}`, `the run directory keeps it: ${sft.modelDir}`, 130);
   const sftSeconds = clock() - baseSeconds;
 
   onEvent({ type: "phase", phase: "rl", message: `rl: ${ALGORITHM_NAMES[opts.algorithm]}, ${steps} steps of ${recipe.rlBatch} x ${recipe.rlGroup} episodes from ${sft.modelDir}` });

@@ -48,6 +48,8 @@ export type SftEvent =
   | { type: "stopped_early"; step: number; meanLoss: number; below: number }
   /** The probe (`SftProbe`) looked at the policy after `step`, and said to stop there or not. */
   | { type: "probed"; step: number; stop: boolean }
+  /** The caller's signal was aborted: the run ends after `step`, which it saves as final/. */
+  | { type: "interrupted"; step: number }
   | { type: "finished"; steps: number; finalDir: string; seconds: number };
 
 export interface SftResult {
@@ -58,6 +60,8 @@ export interface SftResult {
   steps: number;
   /** Mean loss of the last epoch's steps. */
   finalLoss: number;
+  /** The caller's signal ended the run before its schedule or its stopping rule did. */
+  interrupted: boolean;
 }
 
 /** Gather the config's episodes, keeping successful ones when `only_success` is set. */
@@ -83,7 +87,7 @@ export interface SftProbe {
   judge: (modelDir: string, step: number) => Promise<boolean>;
 }
 
-export async function runSft(config: SftConfig, onEvent: (event: SftEvent) => void = () => {}, opts: { probe?: SftProbe } = {}): Promise<SftResult> {
+export async function runSft(config: SftConfig, onEvent: (event: SftEvent) => void = () => {}, opts: { probe?: SftProbe; signal?: AbortSignal } = {}): Promise<SftResult> {
   const started = performance.now();
   torch.manualSeed(config.seed);
   const { all, kept } = await gatherEpisodes(config);
@@ -111,10 +115,10 @@ export async function runSft(config: SftConfig, onEvent: (event: SftEvent) => vo
       ...opts.probe,
       judge: (step: number) => opts.probe!.judge(writeModelDir(model.weights, config.model_dir, join(config.output_dir, "probe")), step),
     };
-    const result = await trainOnSamples(model, samples, config, onEvent, { checkpointRoot, ...(probe ? { probe } : {}) });
+    const result = await trainOnSamples(model, samples, config, onEvent, { checkpointRoot, ...(probe ? { probe } : {}), ...(opts.signal ? { signal: opts.signal } : {}) });
     const finalDir = writeFinalModel(result.checkpoint!, config.model_dir, join(config.output_dir, "final"));
     onEvent({ type: "finished", steps: result.steps, finalDir, seconds: (performance.now() - started) / 1000 });
-    return { modelDir: finalDir, checkpoint: result.checkpoint!, steps: result.steps, finalLoss: result.finalLoss };
+    return { modelDir: finalDir, checkpoint: result.checkpoint!, steps: result.steps, finalLoss: result.finalLoss, interrupted: result.interrupted };
   } finally {
     releaseAdapter(model.family);
     model.family.dispose();
@@ -129,6 +133,8 @@ export interface TrainLoopOptions {
   checkpointRoot?: string;
   /** After every `every` steps from `from` on, `judge` says whether to stop there (`SftProbe`, weights already in hand). */
   probe?: { from: number; every: number; judge: (step: number) => Promise<boolean> };
+  /** Once aborted, the loop ends after the step in progress (and saves it like a last step). */
+  signal?: AbortSignal;
 }
 
 /** The optimisation loop over prepared samples (the model's weights are updated in place). */
@@ -138,7 +144,7 @@ export async function trainOnSamples(
   config: Pick<SftConfig, "seed" | "optim" | "train">,
   onEvent: (event: SftEvent) => void = () => {},
   opts: TrainLoopOptions = {},
-): Promise<{ steps: number; finalLoss: number; checkpoint?: string }> {
+): Promise<{ steps: number; finalLoss: number; interrupted: boolean; checkpoint?: string }> {
   const { optim, train } = config;
   const params = [...trainableWeights(model.weights, model.family, train.freeze_vision_tower).values()];
   for (const p of params) p.requiresGrad_(true);
@@ -155,6 +161,7 @@ export async function trainOnSamples(
   let epochLosses: number[] = [];
   const recentLosses: number[] = [];
   let stopped = false;
+  let interrupted = false;
   let checkpoint: { step: number; dir: string } | undefined;
   const save = (epoch: number, cursor: number): void => {
     if (!opts.checkpointRoot || checkpoint?.step === step) return;
@@ -194,6 +201,12 @@ export async function trainOnSamples(
           stopped = await probe.judge(step);
           onEvent({ type: "probed", step, stop: stopped });
         }
+        // A step runs without awaiting anything: let a signal handler (Ctrl-C) run between steps.
+        if (opts.signal) await new Promise<void>((resolve) => setImmediate(resolve));
+        if (!stopped && opts.signal?.aborted && step < totalSteps) {
+          stopped = interrupted = true;
+          onEvent({ type: "interrupted", step });
+        }
       }
       if (train.save_every_epoch && cursor === order.length) save(epoch, cursor);
     }
@@ -207,7 +220,7 @@ export async function trainOnSamples(
     optimizer.dispose();
   }
   const finalLoss = epochLosses.reduce((a, b) => a + b, 0) / Math.max(1, epochLosses.length);
-  return { steps: step, finalLoss, ...(checkpoint ? { checkpoint: checkpoint.dir } : {}) };
+  return { steps: step, finalLoss, interrupted, ...(checkpoint ? { checkpoint: checkpoint.dir } : {}) };
 }
 
 /** Steps whose mean loss `train.stop_below_loss` is compared with. */

@@ -97,3 +97,24 @@ test(
   },
   120_000,
 );
+
+test(
+  "Ctrl-C during the warm start ends it after the step in progress: no RL phase, exit code 130, the warm start kept",
+  async () => {
+    const controller = new AbortController();
+    const runDir = join(root, "interrupted");
+    const phases: string[] = [];
+    const run = runDemo(
+      { env: "frozenlake", render: "vision", seed: 0, device: "cpu", algorithm: "gigpo", runDir, signal: controller.signal, recipe: { sftEpisodes: 48, sftEpochs: 2, rlSteps: 1, rlBatch: 2, rlGroup: 2, valEpisodes: 2 } },
+      (e) => {
+        if (e.type === "phase") phases.push(e.phase);
+        if (e.type === "sft" && e.event.type === "step" && e.event.step === 2) controller.abort();
+      },
+    );
+    await expect(run).rejects.toMatchObject({ exitCode: 130, message: expect.stringContaining("after supervised step 2") });
+    expect(phases).toEqual(["base", "sft"]);
+    expect(existsSync(join(runDir, "sft", "final", "model.safetensors"))).toBe(true);
+    expect(existsSync(join(runDir, "metrics.jsonl"))).toBe(false);
+  },
+  120_000,
+);

@@ -99,3 +99,31 @@ test("a judge that never says yes leaves the run its every step", async () => {
   // Not after the last step: the run ends there anyway.
   expect(events.filter((e) => e.type === "probed").map((e) => (e as { step: number }).step)).toEqual([10, 15]);
 });
+
+test("an aborted signal ends the run after the step in progress, which is saved as final/ like a last step", async () => {
+  const full: SftEvent[] = [];
+  await runSft(config("uninterrupted"), (e) => full.push(e));
+  const controller = new AbortController();
+  const events: SftEvent[] = [];
+  const result = await runSft(
+    config("interrupted"),
+    (e) => {
+      events.push(e);
+      if (e.type === "step" && e.step === 6) controller.abort();
+    },
+    { signal: controller.signal },
+  );
+  expect(result).toMatchObject({ steps: 6, interrupted: true });
+  expect(events.filter((e) => e.type === "interrupted")).toEqual([{ type: "interrupted", step: 6 }]);
+  expect(losses(events)).toEqual(losses(full).slice(0, 6));
+  const final = safetensors.load(join(result.modelDir, "model.safetensors"));
+  const saved = safetensors.load(join(result.checkpoint, "actor", "model.safetensors"));
+  try {
+    expect(result.checkpoint).toEndWith("step_6");
+    expect(maxDiff(final, saved)).toBe(0);
+  } finally {
+    for (const t of [...final.values(), ...saved.values()]) t.dispose();
+  }
+  // Not aborted: the whole schedule, and not called interrupted.
+  expect((await runSft(config("not-aborted"), () => {}, { signal: new AbortController().signal })).interrupted).toBe(false);
+});

@@ -5,7 +5,11 @@
  */
 import type { Command } from "commander";
 import { loadSftConfig } from "../../sft/config.ts";
+import { VagenError } from "../../core/errors.ts";
 import { runSft, type SftEvent } from "../../sft/trainer.ts";
+
+/** As shells report a SIGINT death (128 + 2). */
+const INTERRUPTED_EXIT = 130;
 
 export function register(program: Command): void {
   program
@@ -16,7 +20,21 @@ export function register(program: Command): void {
     .option("--json", "print the result as JSON on the last line")
     .action(async (file: string, overrides: string[], opts: { json?: boolean }) => {
       const config = loadSftConfig(file, overrides);
-      const result = await runSft(config, (event) => process.stderr.write(`${sftEventLine(event)}\n`));
+      // Ctrl-C: stop after the step in progress, saved like a last one; a second one quits at once.
+      const controller = new AbortController();
+      const onSigint = () => {
+        if (controller.signal.aborted) process.exit(INTERRUPTED_EXIT);
+        process.stderr.write("interrupted: stopping after this step (Ctrl-C again to quit now)\n");
+        controller.abort();
+      };
+      process.on("SIGINT", onSigint);
+      let result;
+      try {
+        result = await runSft(config, (event) => process.stderr.write(`${sftEventLine(event)}\n`), { signal: controller.signal });
+      } finally {
+        process.off("SIGINT", onSigint);
+      }
+      if (result.interrupted) throw new VagenError(`sft: interrupted after step ${result.steps}`, `its weights are in ${result.modelDir} (and ${result.checkpoint})`, INTERRUPTED_EXIT);
       if (opts.json) process.stdout.write(`${JSON.stringify({ model_dir: result.modelDir, checkpoint: result.checkpoint, steps: result.steps, final_loss: result.finalLoss })}\n`);
       else process.stdout.write(`model: ${result.modelDir}\n`);
     });
@@ -35,6 +53,8 @@ export function sftEventLine(event: SftEvent): string {
       return `sft stopped at step ${event.step}: the mean loss of the last steps, ${event.meanLoss.toFixed(4)}, is below train.stop_below_loss ${event.below}`;
     case "probed":
       return `sft probed the policy after step ${event.step}: ${event.stop ? "done, the warm start stops here" : "not done yet"}`;
+    case "interrupted":
+      return `sft interrupted after step ${event.step}: its weights are saved as the last checkpoint and final/`;
     case "finished":
       return `sft finished: ${event.steps} steps in ${event.seconds.toFixed(1)} s`;
   }
