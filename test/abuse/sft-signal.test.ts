@@ -1,7 +1,7 @@
 /**
- * Ctrl-C in `vagen sft`: the run stops after the step in progress, saves it as its last
- * checkpoint and final/ (a model directory that loads), says so, and exits 130; nothing
- * half-written is left behind.
+ * Ctrl-C (or SIGTERM) in `vagen sft`: the run stops after the step in progress, saves it
+ * as its last checkpoint and final/ (a model directory that loads), says so, and exits
+ * 130 (143); nothing half-written is left behind.
  */
 import { afterAll, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
@@ -12,12 +12,12 @@ import { loadModelFamily } from "../../src/models/index.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const CONFIG = join(ROOT, "examples/sft/frozenlake-solver.yaml");
-const out = mkdtempSync(join(tmpdir(), "vagen-sft-signal-"));
-afterAll(() => rmSync(out, { recursive: true, force: true }));
+const root = mkdtempSync(join(tmpdir(), "vagen-sft-signal-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-test(
-  "SIGINT: stops after the step in progress, keeps it as final/, exits 130",
-  async () => {
+for (const [signal, status] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
+  test(`${signal}: stops after the step in progress, keeps it as final/, exits ${status}`, async () => {
+    const out = join(root, signal);
     // Enough epochs that the run is still going when the signal comes.
     const child = spawn([process.execPath, join(ROOT, "src/cli/main.ts"), "sft", CONFIG, `output_dir=${out}`, "train.epochs=500"], {
       env: { ...process.env, OMP_NUM_THREADS: "1" },
@@ -33,20 +33,19 @@ test(
       if (done) break;
       stderr += decoder.decode(value);
     }
-    child.kill("SIGINT");
+    child.kill(signal);
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
       stderr += decoder.decode(value);
     }
-    expect(await child.exited).toBe(130);
+    expect(await child.exited).toBe(status);
     const stopped = Number(/sft interrupted after step (\d+)/.exec(stderr)?.[1]);
     expect(stopped).toBeGreaterThanOrEqual(3);
-    expect(stderr).toContain(`error: sft: interrupted after step ${stopped}`);
+    expect(stderr).toContain(`error: sft: interrupted by ${signal} after step ${stopped}`);
     expect(readdirSync(join(out, "checkpoints"))).toEqual([`step_${stopped}`]);
     expect(readdirSync(out).filter((name) => name.startsWith("."))).toEqual([]);
     expect(existsSync(join(out, "final", "model.safetensors"))).toBe(true);
     loadModelFamily(join(out, "final"), { device: "cpu", dtype: "f32" }).dispose();
-  },
-  60_000,
-);
+  }, 60_000);
+}

@@ -8,8 +8,9 @@ import { loadSftConfig } from "../../sft/config.ts";
 import { VagenError } from "../../core/errors.ts";
 import { runSft, type SftEvent } from "../../sft/trainer.ts";
 
-/** As shells report a SIGINT death (128 + 2). */
-const INTERRUPTED_EXIT = 130;
+/** The signals that stop a run, and the exit status each gives (128 + the signal's number, as shells report a death by it). */
+const STOP_SIGNALS = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 } as const;
+type StopSignal = keyof typeof STOP_SIGNALS;
 
 export function register(program: Command): void {
   program
@@ -20,21 +21,25 @@ export function register(program: Command): void {
     .option("--json", "print the result as JSON on the last line")
     .action(async (file: string, overrides: string[], opts: { json?: boolean }) => {
       const config = loadSftConfig(file, overrides);
-      // Ctrl-C: stop after the step in progress, saved like a last one; a second one quits at once.
+      // A stop signal (Ctrl-C, SIGTERM, SIGHUP): stop after the step in progress, saved like
+      // a last one; a second one leaves at once (the checkpoints on disk are whole).
       const controller = new AbortController();
-      const onSigint = () => {
-        if (controller.signal.aborted) process.exit(INTERRUPTED_EXIT);
-        process.stderr.write("interrupted: stopping after this step (Ctrl-C again to quit now)\n");
+      let received: StopSignal = "SIGINT";
+      const onSignal = (signal: StopSignal) => {
+        if (controller.signal.aborted) process.exit(STOP_SIGNALS[signal]);
+        received = signal;
+        process.stderr.write(`${signal}: stopping after this step (${signal === "SIGINT" ? "Ctrl-C" : signal} again to leave at once)\n`);
         controller.abort();
       };
-      process.on("SIGINT", onSigint);
+      const handlers = Object.keys(STOP_SIGNALS).map((signal) => [signal, () => onSignal(signal as StopSignal)] as const);
+      for (const [signal, handler] of handlers) process.on(signal, handler);
       let result;
       try {
         result = await runSft(config, (event) => process.stderr.write(`${sftEventLine(event)}\n`), { signal: controller.signal });
       } finally {
-        process.off("SIGINT", onSigint);
+        for (const [signal, handler] of handlers) process.off(signal, handler);
       }
-      if (result.interrupted) throw new VagenError(`sft: interrupted after step ${result.steps}`, `its weights are in ${result.modelDir} (and ${result.checkpoint})`, INTERRUPTED_EXIT);
+      if (result.interrupted) throw new VagenError(`sft: interrupted by ${received} after step ${result.steps}`, `its weights are in ${result.modelDir} (and ${result.checkpoint})`, STOP_SIGNALS[received]);
       if (opts.json) process.stdout.write(`${JSON.stringify({ model_dir: result.modelDir, checkpoint: result.checkpoint, steps: result.steps, final_loss: result.finalLoss })}\n`);
       else process.stdout.write(`model: ${result.modelDir}\n`);
     });
