@@ -7,10 +7,7 @@ import type { Command } from "commander";
 import { loadSftConfig } from "../../sft/config.ts";
 import { VagenError } from "../../core/errors.ts";
 import { runSft, type SftEvent } from "../../sft/trainer.ts";
-
-/** The signals that stop a run, and the exit status each gives (128 + the signal's number, as shells report a death by it). */
-const STOP_SIGNALS = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 } as const;
-type StopSignal = keyof typeof STOP_SIGNALS;
+import { STOP_SIGNALS, type StopSignal } from "../signals.ts";
 
 export function register(program: Command): void {
   program

@@ -14,14 +14,8 @@ import { runTraining } from "../../training/trainer.ts";
 import { type ImageMode, parseImageMode, resolveImageMode } from "../../tui/image/index.ts";
 import { startTrainDashboard } from "../../tui/train-dashboard.ts";
 import { trainLogRenderer } from "../render/train-lines.ts";
+import { STOP_SIGNALS, type StopSignal } from "../signals.ts";
 
-/**
- * Signals that stop a run the way Ctrl-C does: what a terminal, Slurm or Kubernetes
- * (SIGTERM) and a closed SSH session (SIGHUP) send. The exit status is the shell's for a
- * death by that signal (128 + its number), after the checkpoint is saved.
- */
-const STOP_SIGNALS = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 } as const;
-type StopSignal = keyof typeof STOP_SIGNALS;
 const INTERRUPTED_EXIT = STOP_SIGNALS.SIGINT;
 
 export function register(program: Command): void {
