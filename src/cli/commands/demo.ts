@@ -16,10 +16,8 @@ import { startTrainDashboard, type TrainDashboard } from "../../tui/train-dashbo
 import { type ImageMode, parseImageMode, resolveImageMode } from "../../tui/image/index.ts";
 import { integerFlag } from "../flags.ts";
 import { trainLogRenderer } from "../render/train-lines.ts";
+import { STOP_SIGNALS, type StopSignal } from "../signals.ts";
 import { sftEventLine } from "./sft.ts";
-
-/** Exit status after Ctrl-C, as shells report a SIGINT death (128 + 2). */
-const INTERRUPTED_EXIT = 130;
 
 interface DemoFlags {
   env: string;
@@ -95,12 +93,17 @@ async function demoCommand(opts: DemoFlags): Promise<number> {
   const controller = new AbortController();
   let dashboard: TrainDashboard | undefined;
   let trainView: TrainEventListener = lines;
-  const onSigint = () => {
-    if (controller.signal.aborted) process.exit(INTERRUPTED_EXIT);
-    say("interrupted: stopping after this step (Ctrl-C again to quit now)");
+  // A stop signal (Ctrl-C, SIGTERM, SIGHUP) ends the phase in progress after its step;
+  // a second one leaves at once.
+  let received: StopSignal | undefined;
+  const onSignal = (signal: StopSignal) => {
+    if (controller.signal.aborted) process.exit(STOP_SIGNALS[signal]);
+    received = signal;
+    say(`${signal}: stopping after this step (${signal === "SIGINT" ? "Ctrl-C" : signal} again to quit now)`);
     controller.abort();
   };
-  process.on("SIGINT", onSigint);
+  const handlers = Object.keys(STOP_SIGNALS).map((signal) => [signal, () => onSignal(signal as StopSignal)] as const);
+  for (const [signal, handler] of handlers) process.on(signal, handler);
 
   const onEvent = (event: DemoEvent) => {
     if (event.type === "phase") {
@@ -133,9 +136,13 @@ async function demoCommand(opts: DemoFlags): Promise<number> {
   let summary: DemoSummary;
   try {
     summary = await runDemo({ env, render, format, algorithm, steps: opts.steps, seed: opts.seed, device: opts.device, runDir, signal: controller.signal }, onEvent);
+  } catch (err) {
+    // runDemo reports an interrupted phase as Ctrl-C's 130: the status of the signal received.
+    if (received && err instanceof VagenError && err.exitCode === STOP_SIGNALS.SIGINT) throw new VagenError(err.message, err.hint, STOP_SIGNALS[received]);
+    throw err;
   } finally {
     await dashboard?.close();
-    process.off("SIGINT", onSigint);
+    for (const [signal, handler] of handlers) process.off(signal, handler);
   }
   // The dashboard took the run's last line; say it once it has given the terminal back.
   if (!saidSummary) say(`success on held-out boards: ${summary.sft_success_rate.toFixed(2)} after sft -> ${summary.final_success_rate.toFixed(2)} after rl, ${summary.seconds.toFixed(0)} s`);
