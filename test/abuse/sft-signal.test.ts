@@ -1,7 +1,8 @@
 /**
  * Ctrl-C (or SIGTERM) in `vagen sft`: the run stops after the step in progress, saves it
  * as its last checkpoint and final/ (a model directory that loads), says so, and exits
- * 130 (143); nothing half-written is left behind.
+ * 130 (143); nothing half-written is left behind. `vagen demo` does the same in its warm
+ * start, and runs no RL after it.
  */
 import { afterAll, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
@@ -49,3 +50,31 @@ for (const [signal, status] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
     loadModelFamily(join(out, "final"), { device: "cpu", dtype: "f32" }).dispose();
   }, 60_000);
 }
+
+test("SIGTERM in vagen demo's warm start: stops it after the step in progress, no RL phase, exit 143", async () => {
+  const runDir = join(root, "demo");
+  const child = spawn([process.execPath, join(ROOT, "src/cli/main.ts"), "demo", "--no-tui", "--out", runDir], {
+    env: { ...process.env, OMP_NUM_THREADS: "1" },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  let stderr = "";
+  const decoder = new TextDecoder();
+  const reader = child.stderr.getReader();
+  while (!/sft step 10\//.test(stderr)) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    stderr += decoder.decode(value);
+  }
+  child.kill("SIGTERM");
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    stderr += decoder.decode(value);
+  }
+  expect(await child.exited).toBe(143);
+  expect(stderr).toMatch(/error: demo: interrupted during the warm start, after supervised step \d+/);
+  expect(stderr).not.toContain("rl: GiGPO");
+  expect(existsSync(join(runDir, "sft", "final", "model.safetensors"))).toBe(true);
+  expect(existsSync(join(runDir, "metrics.jsonl"))).toBe(false);
+}, 60_000);
