@@ -13,26 +13,16 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DEMO_MODEL_SPEC, oneTokenPerCell, type TinyQwenSpec } from "../../src/demo/model-dir.ts";
-import { demoSolverData, writeDemoBaseModel, type DemoTask } from "../../src/demo/task.ts";
+import { DEMO_MODEL_SPEC, type TinyQwenSpec } from "../../src/demo/model-dir.ts";
+import { demoSolverData, writeDemoBaseModel } from "../../src/demo/task.ts";
 import { validate } from "../../src/demo/validate.ts";
 import { runSft } from "../../src/sft/trainer.ts";
+import { ONE_BOARD_TASK } from "./one-board.ts";
 
 const root = mkdtempSync(join(tmpdir(), "vagen-sft-learn-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-/** One fixed 3 x 3 board: the shortest path is four moves long. */
-const task: DemoTask = {
-  envName: "FrozenLake",
-  envConfig: { render_mode: "vision", desc: ["SFH", "HFF", "HHG"], prompt_format: "no_think", max_actions_per_step: 1, use_example_in_sys_prompt: false },
-  harness: "observation_only",
-  maxPixels: oneTokenPerCell(3),
-  maxTurns: 6,
-  sftSeedStart: 0,
-  trainSeedStart: 100,
-  valSeedStart: 1000,
-  probeSeedStart: 2000,
-};
+const task = ONE_BOARD_TASK;
 
 /** ~70k parameters; a 192 x 192 board resized to 84 x 84, one merged token per cell. */
 const SPEC: TinyQwenSpec = { ...DEMO_MODEL_SPEC, textHidden: 64, textLayers: 2, textHeads: 4, textKvHeads: 2, textIntermediate: 128, visionHidden: 32, visionDepth: 1, visionHeads: 2, visionIntermediate: 64, initializerRange: 0.1 };

@@ -8,29 +8,19 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DEMO_MODEL_SPEC, oneTokenPerCell, type TinyQwenSpec } from "../../src/demo/model-dir.ts";
-import { demoSolverData, writeDemoBaseModel, type DemoTask } from "../../src/demo/task.ts";
+import { demoSolverData, writeDemoBaseModel } from "../../src/demo/task.ts";
 import { LoraAdapter, attachAdapter, loadModelFamily, type ModelFamily } from "../../src/models/index.ts";
 import type { SftConfig } from "../../src/sft/config.ts";
 import { runSft, type SftEvent } from "../../src/sft/trainer.ts";
 import * as torch from "../../src/torch/index.ts";
 import { safetensors } from "../../src/torch/index.ts";
+import { ONE_BOARD_TASK, TINY_SPEC } from "./one-board.ts";
 
 const root = mkdtempSync(join(tmpdir(), "vagen-sft-lora-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-const task: DemoTask = {
-  envName: "FrozenLake",
-  envConfig: { render_mode: "vision", desc: ["SFH", "HFF", "HHG"], prompt_format: "no_think", max_actions_per_step: 1, use_example_in_sys_prompt: false },
-  harness: "observation_only",
-  maxPixels: oneTokenPerCell(3),
-  maxTurns: 6,
-  sftSeedStart: 0,
-  trainSeedStart: 100,
-  valSeedStart: 1000,
-  probeSeedStart: 2000,
-};
-const SPEC: TinyQwenSpec = { ...DEMO_MODEL_SPEC, textHidden: 32, textLayers: 1, textHeads: 2, textKvHeads: 1, textIntermediate: 64, visionHidden: 16, visionDepth: 1, visionHeads: 1, visionIntermediate: 32 };
+const task = ONE_BOARD_TASK;
+const SPEC = TINY_SPEC;
 
 test("train.lora_rank=4: the checkpoint is the adapter, the loss falls, final/ is base + adapter merged", async () => {
   const baseDir = join(root, "base");
