@@ -16,7 +16,7 @@ import { startTrainDashboard, type TrainDashboard } from "../../tui/train-dashbo
 import { type ImageMode, parseImageMode, resolveImageMode } from "../../tui/image/index.ts";
 import { integerFlag } from "../flags.ts";
 import { trainLogRenderer } from "../render/train-lines.ts";
-import { STOP_SIGNALS, type StopSignal } from "../signals.ts";
+import { onStopSignals, STOP_SIGNALS, type StopSignal } from "../signals.ts";
 import { sftEventLine } from "./sft.ts";
 
 interface DemoFlags {
@@ -102,8 +102,7 @@ async function demoCommand(opts: DemoFlags): Promise<number> {
     say(`${signal}: stopping after this step (${signal === "SIGINT" ? "Ctrl-C" : signal} again to quit now)`);
     controller.abort();
   };
-  const handlers = Object.keys(STOP_SIGNALS).map((signal) => [signal, () => onSignal(signal as StopSignal)] as const);
-  for (const [signal, handler] of handlers) process.on(signal, handler);
+  const offSignals = onStopSignals(onSignal);
 
   const onEvent = (event: DemoEvent) => {
     if (event.type === "phase") {
@@ -142,7 +141,7 @@ async function demoCommand(opts: DemoFlags): Promise<number> {
     throw err;
   } finally {
     await dashboard?.close();
-    for (const [signal, handler] of handlers) process.off(signal, handler);
+    offSignals();
   }
   // The dashboard took the run's last line; say it once it has given the terminal back.
   if (!saidSummary) say(`success on held-out boards: ${summary.sft_success_rate.toFixed(2)} after sft -> ${summary.final_success_rate.toFixed(2)} after rl, ${summary.seconds.toFixed(0)} s`);

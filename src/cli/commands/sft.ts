@@ -7,7 +7,7 @@ import type { Command } from "commander";
 import { loadSftConfig } from "../../sft/config.ts";
 import { VagenError } from "../../core/errors.ts";
 import { runSft, type SftEvent } from "../../sft/trainer.ts";
-import { STOP_SIGNALS, type StopSignal } from "../signals.ts";
+import { onStopSignals, STOP_SIGNALS, type StopSignal } from "../signals.ts";
 
 export function register(program: Command): void {
   program
@@ -28,13 +28,12 @@ export function register(program: Command): void {
         process.stderr.write(`${signal}: stopping after this step (${signal === "SIGINT" ? "Ctrl-C" : signal} again to leave at once)\n`);
         controller.abort();
       };
-      const handlers = Object.keys(STOP_SIGNALS).map((signal) => [signal, () => onSignal(signal as StopSignal)] as const);
-      for (const [signal, handler] of handlers) process.on(signal, handler);
+      const offSignals = onStopSignals(onSignal);
       let result;
       try {
         result = await runSft(config, (event) => process.stderr.write(`${sftEventLine(event)}\n`), { signal: controller.signal });
       } finally {
-        for (const [signal, handler] of handlers) process.off(signal, handler);
+        offSignals();
       }
       if (result.interrupted) throw new VagenError(`sft: interrupted by ${received} after step ${result.steps}`, `its weights are in ${result.modelDir} (and ${result.checkpoint})`, STOP_SIGNALS[received]);
       if (opts.json) process.stdout.write(`${JSON.stringify({ model_dir: result.modelDir, checkpoint: result.checkpoint, steps: result.steps, final_loss: result.finalLoss })}\n`);

@@ -14,7 +14,7 @@ import { runTraining } from "../../training/trainer.ts";
 import { type ImageMode, parseImageMode, resolveImageMode } from "../../tui/image/index.ts";
 import { startTrainDashboard } from "../../tui/train-dashboard.ts";
 import { trainLogRenderer } from "../render/train-lines.ts";
-import { STOP_SIGNALS, type StopSignal } from "../signals.ts";
+import { onStopSignals, STOP_SIGNALS, type StopSignal } from "../signals.ts";
 
 const INTERRUPTED_EXIT = STOP_SIGNALS.SIGINT;
 
@@ -100,8 +100,7 @@ async function trainCommand(file: string, overrides: string[], opts: TrainOption
     });
     controller.abort();
   };
-  const handlers = Object.keys(STOP_SIGNALS).map((signal) => [signal, () => onSignal(signal as StopSignal)] as const);
-  for (const [signal, handler] of handlers) process.on(signal, handler);
+  const offSignals = onStopSignals(onSignal);
   try {
     const result = await runTraining(checked, { onEvent: (event) => view(event), signal: controller.signal, ...(ranks ? { ranks } : {}) });
     if (dashboard) {
@@ -118,7 +117,7 @@ async function trainCommand(file: string, overrides: string[], opts: TrainOption
     }
   } finally {
     await dashboard?.close();
-    for (const [signal, handler] of handlers) process.off(signal, handler);
+    offSignals();
     ranks?.group?.dispose();
   }
 }
@@ -176,11 +175,9 @@ async function launchLocalRanks(count: number, timeoutS: number): Promise<number
       env: { ...process.env, MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port), WORLD_SIZE: String(count), RANK: String(rank), LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: String(count) },
     }),
   );
-  const forward = (signal: NodeJS.Signals) => () => {
+  const offSignals = onStopSignals((signal) => {
     for (const c of children) c.kill(signal);
-  };
-  const handlers = Object.keys(STOP_SIGNALS).map((signal) => [signal, forward(signal as NodeJS.Signals)] as const);
-  for (const [signal, handler] of handlers) process.on(signal, handler);
+  });
   try {
     let first = 0;
     await Promise.all(
@@ -199,7 +196,7 @@ async function launchLocalRanks(count: number, timeoutS: number): Promise<number
     );
     return first;
   } finally {
-    for (const [signal, handler] of handlers) process.off(signal, handler);
+    offSignals();
   }
 }
 
