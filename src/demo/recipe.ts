@@ -109,6 +109,12 @@ export interface DemoRecipe {
   rlSampling?: { temperature: number; top_p: number };
   /** The actor's entropy bonus (unset: 0, verl's and VAGEN's). */
   rlEntropyCoeff?: number;
+  /**
+   * PPO's upper clip on the ratio (unset: the symmetric 0.2, verl's). DAPO's clip-higher
+   * (0.28) lets a token the policy finds unlikely gain more in one update, against the
+   * entropy collapse that stalls RL once most groups agree.
+   */
+  rlClipRatioHigh?: number;
   /** GiGPO's omega, the step-level advantage's weight against the episode's (unset: 1, its authors'). */
   rlStepAdvantageWeight?: number;
   /** Held-out validation episodes (before RL, and at the end). */
@@ -396,7 +402,7 @@ export function trainConfig(
         : { adv_estimator: DEMO_ALGORITHMS[opts.algorithm], gamma: 1.0, lam: 1.0 },
     // Cosine decay to zero over the run: at a constant lr the late steps' noise undid part
     // of the lift (docs/demo.md).
-    actor: { optim: { lr: recipe.rlLr, weight_decay: 0, warmup_style: "cosine", lr_warmup_steps: 0 }, ...update, entropy_coeff: recipe.rlEntropyCoeff ?? 0 },
+    actor: { optim: { lr: recipe.rlLr, weight_decay: 0, warmup_style: "cosine", lr_warmup_steps: 0 }, ...update, entropy_coeff: recipe.rlEntropyCoeff ?? 0, ...(recipe.rlClipRatioHigh !== undefined ? { clip_ratio_high: recipe.rlClipRatioHigh } : {}) },
     critic: { optim: { lr: 1e-3, weight_decay: 0 }, ...update },
     trainer: {
       total_steps: opts.steps,
