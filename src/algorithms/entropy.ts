@@ -14,6 +14,7 @@
  */
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
+import { neverSampledIndex, withoutNeverSampled } from "../engine/sampler.ts";
 
 export interface TokenLogProbOptions {
   /** Tokens per chunk (default 1024). */
@@ -22,6 +23,13 @@ export interface TokenLogProbOptions {
   withEntropy?: boolean;
   /** Logits are divided by this before the softmax (the sampling temperature; default 1). */
   temperature?: number;
+  /**
+   * Ids out of the distribution: their logits are set to NEVER_SAMPLED_LOGIT before the
+   * temperature, as the engine sets the family's vision ids (src/engine/sampler.ts), so
+   * the log-probs and entropies are those of the distribution the engine samples from.
+   * Ids outside the vocabulary are ignored.
+   */
+  neverSampled?: readonly number[];
 }
 
 export interface TokenLogProbs {
@@ -53,6 +61,7 @@ export function tokenLogProbs(logits: Tensor, tokens: Tensor, opts: TokenLogProb
   const temperature = opts.temperature ?? 1;
   if (!(temperature > 0)) throw new Error(`temperature: expected a number > 0, got ${temperature}`);
   const dtype = computeDtype(logits);
+  const never = opts.neverSampled ?? [];
 
   return torch.tidy(() => {
     const flatLogits = logits.reshape(-1, vocab); // [N, V]
@@ -62,6 +71,9 @@ export function tokenLogProbs(logits: Tensor, tokens: Tensor, opts: TokenLogProb
     // One chunk: [n, V] logits -> [2, n] (log-prob, entropy) or [1, n].
     const perChunk = (part: Tensor, ids: Tensor): Tensor => {
       let x = part.to({ dtype });
+      // Built per chunk (a few ids), so the backward's recomputation owns its own copy.
+      const index = neverSampledIndex(never, vocab, part.device);
+      if (index) x = withoutNeverSampled(x, index);
       if (temperature !== 1) x = x.div(temperature);
       const logp = x.logSoftmax(-1);
       const picked = logp.gather(1, ids).squeeze(1);

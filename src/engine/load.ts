@@ -118,6 +118,7 @@ export function createEngine(model: ModelFamily, settings: Partial<EngineSetting
     seed: s.seed,
     cudaGraphs: s.cuda_graphs,
     mathAttention: s.attention === "math",
+    neverSample: model.visionTokenIds,
   });
   const engine = new Engine(runner, {
     decode: (ids) => model.decode(ids),

@@ -21,7 +21,7 @@ import { checkRgbImage } from "../core/image.ts";
 import { DecodeGraphs, feedTokens, type FedTokens } from "./decode-graphs.ts";
 import { SlotKvCache } from "./kv-cache.ts";
 import { RowStreams, rowStreamKey } from "./row-streams.ts";
-import { packSamples, sampleRows, sampleRowsOnDevice, unpackSamples, type RowSampling } from "./sampler.ts";
+import { neverSampledIndex, packSamples, sampleRows, sampleRowsOnDevice, unpackSamples, type RowSampling } from "./sampler.ts";
 import type {
   DecodeItem,
   LaunchItem,
@@ -61,6 +61,8 @@ export interface ModelRunnerOptions {
   cudaGraphs?: boolean;
   /** Math attention instead of libtorch's fused SDPA kernels. */
   mathAttention?: boolean;
+  /** Ids never sampled (the family's vision ids): out of every row's distribution (sampler.ts). */
+  neverSample?: readonly number[];
 }
 
 export class ModelRunner implements StepRunner {
@@ -76,6 +78,8 @@ export class ModelRunner implements StepRunner {
   /** Token ids the last launched decode step sampled (on the device), and each sequence's row. */
   private lastLaunched: { tokens: Tensor; rowOf: Map<number, number> } | undefined;
   private readonly onCuda: boolean;
+  /** The ids no row samples (sampler.ts), or undefined. */
+  private readonly never: Tensor | undefined;
 
   constructor(
     readonly model: FamilyDecoder,
@@ -87,6 +91,8 @@ export class ModelRunner implements StepRunner {
     this.shared = new torch.Generator({ seed: options.seed ?? 0, device: spec.device });
     this.onCuda = String(spec.device).startsWith("cuda");
     this.graphs = this.onCuda && (options.cudaGraphs ?? true) ? new DecodeGraphs(model, this.cache, options.slots) : undefined;
+    const never = neverSampledIndex(options.neverSample ?? [], spec.vocabSize, spec.device);
+    this.never = never && torch.keep(never);
   }
 
   begin(start: SequenceStart): void {
@@ -109,7 +115,7 @@ export class ModelRunner implements StepRunner {
       const wantLogits = seqIds.map((id) => this.state(id).sampling.returnLogits);
       const step = torch.tidy(() => {
         const logits = this.decodeLogits(ordered, this.fedTokens(ordered));
-        const { tokens, logprobs } = sampleRowsOnDevice(logits, this.rowSampling(seqIds), this.shared, this.streams);
+        const { tokens, logprobs } = sampleRowsOnDevice(logits, this.rowSampling(seqIds), this.shared, this.streams, this.never);
         const packed = packSamples(tokens, logprobs);
         return {
           tokens: torch.keep(tokens),
@@ -305,6 +311,7 @@ export class ModelRunner implements StepRunner {
     this.cache.dispose();
     this.shared.dispose();
     this.streams.dispose();
+    this.never?.dispose();
   }
 
   private sample(hidden: Tensor, seqIds: number[]): SampledToken[] {
@@ -321,7 +328,7 @@ export class ModelRunner implements StepRunner {
   }
 
   private sampleLogits(logits: Tensor, seqIds: number[]): SampledToken[] {
-    const { tokenIds, logprobs } = sampleRows(logits, this.rowSampling(seqIds), this.shared, this.streams);
+    const { tokenIds, logprobs } = sampleRows(logits, this.rowSampling(seqIds), this.shared, this.streams, this.never);
     const wantLogits = seqIds.map((id) => this.state(id).sampling.returnLogits);
     const hostLogits = wantLogits.some(Boolean) ? logits.float().toFloat32Array() : undefined;
     const [, V] = torch.dims2(logits, "logits");

@@ -15,6 +15,14 @@
  * (raw logits for greedy rows): the distribution before top-k/top-p truncation, which is
  * what a trainer recomputes from the same logits.
  *
+ * Never-sampled ids (a VLM's image placeholders and vision markers: a reply holding one
+ * cannot be fed back, and VAGEN drops its episode) are taken out of the distribution
+ * itself: their logits are set to NEVER_SAMPLED_LOGIT before anything else, so neither
+ * greedy nor sampled rows pick them and the reported log-probs are those of the
+ * distribution over the other ids, which the trainer computes the same way
+ * (tokenLogProbs' `neverSampled`). Without it a small policy that drifts towards them in RL
+ * loses those episodes, and the drift is never pushed back.
+ *
  * Ids and log-probs come back to the host in a single copy, which `sampleRowsOnDevice`
  * leaves to the caller (to start it without waiting, as overlapped decoding does).
  */
@@ -30,6 +38,24 @@ export interface RowSampling extends Pick<SamplingOptions, "temperature" | "topP
   streamKey?: number;
 }
 
+/**
+ * What a never-sampled id's logit is set to: finite, so exp() underflows to exactly 0 and
+ * p log p stays 0 (an entropy over the vocabulary has no NaN), yet far below any real logit.
+ */
+export const NEVER_SAMPLED_LOGIT = -1e30;
+
+/** The ids of `ids` inside a vocabulary of `vocab`, as an int64 index, or undefined when none are. */
+export function neverSampledIndex(ids: readonly number[], vocab: number, device: torch.Device): Tensor | undefined {
+  const inside = ids.filter((id) => Number.isInteger(id) && id >= 0 && id < vocab);
+  if (inside.length === 0) return undefined;
+  return torch.tensor(Float64Array.from(inside), [inside.length], { dtype: "i64", device });
+}
+
+/** [..., V] float logits with the indexed ids' set to NEVER_SAMPLED_LOGIT (a new tensor). */
+export function withoutNeverSampled(logits: Tensor, index: Tensor): Tensor {
+  return logits.indexFill(logits.shape.length - 1, index, NEVER_SAMPLED_LOGIT);
+}
+
 export interface SampledRows {
   tokenIds: Int32Array;
   logprobs: Float32Array;
@@ -37,11 +63,12 @@ export interface SampledRows {
 
 /**
  * Samples one token per row of `logits` (N, vocab). `shared` draws for unseeded rows;
- * `streams` (optional) keeps what seeded rows' streams share between calls.
+ * `streams` (optional) keeps what seeded rows' streams share between calls; `never`
+ * (optional, neverSampledIndex) names ids no row may sample.
  * Call inside a tidy scope.
  */
-export function sampleRows(logits: Tensor, rows: readonly RowSampling[], shared: Generator, streams?: RowStreams): SampledRows {
-  const { tokens, logprobs } = sampleRowsOnDevice(logits, rows, shared, streams);
+export function sampleRows(logits: Tensor, rows: readonly RowSampling[], shared: Generator, streams?: RowStreams, never?: Tensor): SampledRows {
+  const { tokens, logprobs } = sampleRowsOnDevice(logits, rows, shared, streams, never);
   return unpackSamples(packSamples(tokens, logprobs).toFloat32Array());
 }
 
@@ -60,8 +87,9 @@ export function unpackSamples(host: Float32Array): SampledRows {
  * sampleRows without the host copy: (N,) int64 token ids and (N,) float32 log-probs on
  * the logits' device. Call inside a tidy scope.
  */
-export function sampleRowsOnDevice(logits: Tensor, rows: readonly RowSampling[], shared: Generator, streams?: RowStreams): { tokens: Tensor; logprobs: Tensor } {
+export function sampleRowsOnDevice(logits: Tensor, rows: readonly RowSampling[], shared: Generator, streams?: RowStreams, never?: Tensor): { tokens: Tensor; logprobs: Tensor } {
   const N = rows.length;
+  if (never) logits = withoutNeverSampled(logits.float(), never);
   const [, V] = torch.dims2(logits, "logits");
   const device = logits.device;
   let tokens: Tensor;

@@ -172,15 +172,16 @@ export interface PolicyOutputs {
 
 /**
  * Log-probs (and entropies) of the rows' response tokens. Logits are divided by the
- * sampling temperature first, as verl does, so the numbers are those of the
- * distribution the engine sampled from.
+ * sampling temperature first, as verl does, and the family's vision ids are out of the
+ * distribution, as the engine never samples them (src/engine/sampler.ts), so the numbers
+ * are those of the distribution the engine sampled from.
  */
 export function policyForward(model: TrainingModel, rows: readonly TrainingRow[], opts: { temperature: number; chunkTokens: number; withEntropy: boolean }): PolicyOutputs {
   return torch.tidy(() => {
     const { hidden, packed } = model.responseHidden(rows);
     const tokens = rowsTensor(rows.map((r) => r.responseIds), packed.responseWidth, { dtype: "i64", device: model.device });
     const logits = model.logits(hidden);
-    return tokenLogProbs(logits, tokens, { temperature: opts.temperature, chunkTokens: opts.chunkTokens, withEntropy: opts.withEntropy });
+    return tokenLogProbs(logits, tokens, { temperature: opts.temperature, chunkTokens: opts.chunkTokens, withEntropy: opts.withEntropy, neverSampled: model.family.visionTokenIds });
   });
 }
 

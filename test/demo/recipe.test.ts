@@ -161,14 +161,17 @@ describe("demo recipe", () => {
     });
   }
 
-  test("recipe overrides: sampled validation, a critic warm-up, an entropy bonus", () => {
+  test("recipe overrides: sampled validation, a critic warm-up, an entropy bonus, clip-higher", () => {
     const task = demoTask("sokoban", "vision", undefined, { levels: SOKOBAN_CPU_RECIPE.sokobanLevels, format: "answer", maxTurns: 6 });
-    expect(trainConfig(task, SOKOBAN_CPU_RECIPE, { modelDir: "sft", outputDir: "run", seed: 0, device: "cpu", steps: 20, algorithm: "ppo" }).actor.entropy_coeff).toBe(0);
-    const recipe = { ...SOKOBAN_CPU_RECIPE, valSampling: { temperature: 0.7, top_p: 0.95 }, rlCriticWarmup: 10, rlEntropyCoeff: 0.01 };
+    const plain = trainConfig(task, SOKOBAN_CPU_RECIPE, { modelDir: "sft", outputDir: "run", seed: 0, device: "cpu", steps: 20, algorithm: "ppo" });
+    expect(plain.actor.entropy_coeff).toBe(0);
+    expect(plain.actor.clip_ratio_high ?? undefined).toBeUndefined();
+    const recipe = { ...SOKOBAN_CPU_RECIPE, valSampling: { temperature: 0.7, top_p: 0.95 }, rlCriticWarmup: 10, rlEntropyCoeff: 0.01, rlClipRatioHigh: 0.28 };
     const config = trainConfig(task, recipe, { modelDir: "sft", outputDir: "run", seed: 0, device: "cpu", steps: 20, algorithm: "ppo" });
     expect(config.rollout.val_kwargs).toEqual({ temperature: 0.7, top_p: 0.95, n: 1 });
     expect(config.trainer.critic_warmup).toBe(10);
     expect(config.actor.entropy_coeff).toBe(0.01);
+    expect([config.actor.clip_ratio, config.actor.clip_ratio_high]).toEqual([0.2, 0.28]);
   });
 
   test("several PPO epochs a step take the old log-probs from a trainer forward", () => {

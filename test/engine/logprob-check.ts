@@ -8,6 +8,7 @@
 import type { ChatMessage } from "../../src/core/chat.ts";
 import type { LoadedEngine } from "../../src/engine/load.ts";
 import type { GenerationResult, Prompt } from "../../src/engine/types.ts";
+import { neverSampledIndex, withoutNeverSampled } from "../../src/engine/sampler.ts";
 import * as torch from "../../src/torch/index.ts";
 import { fixtureMessages } from "../models/fixture.ts";
 
@@ -86,7 +87,10 @@ export async function compareLogprobs(loaded: LoadedEngine, messages: readonly C
       torch.tidy(() => {
         const hidden = model.forwardForTraining({ inputIds, attentionMask, images: prompts.map((p) => p.images.map((i) => i.image)) }, { mathAttention: opts.mathAttention });
         // Column P - 1 + j predicts reply token j.
-        const logits = model.logits(hidden.narrow(1, P - 1, R)).float();
+        // The trainer's distribution: the never-sampled (vision) ids out, as in the engine.
+        const raw = model.logits(hidden.narrow(1, P - 1, R)).float();
+        const never = neverSampledIndex(model.visionTokenIds, raw.shape[2]!, model.device);
+        const logits = never ? withoutNeverSampled(raw, never) : raw;
         const lp = logits.div(opts.temperature).logSoftmax(-1).gather(2, targets).squeeze(2); // (B, R)
         const mask = torch.tensor(Float32Array.from(results.flatMap((r) => Array.from({ length: R }, (_, j) => (j < r.tokenIds.length ? 1 : 0)))), [prompts.length, R], {
           device: model.device,

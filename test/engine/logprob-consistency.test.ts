@@ -12,7 +12,9 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
+import { Engine } from "../../src/engine/engine.ts";
 import { loadEngine, type LoadedEngine } from "../../src/engine/load.ts";
+import { ModelRunner } from "../../src/engine/model-runner.ts";
 import * as torch from "../../src/torch/index.ts";
 import { FIXTURE_DIR } from "../models/fixture.ts";
 import { compareLogprobs, fixtureMessages, textMessages } from "./logprob-check.ts";
@@ -56,3 +58,39 @@ for (const [fixture, dir, cases] of [
     }, 60_000);
   });
 }
+
+describe("the family's vision ids are never sampled (tiny fixture, CPU, f32)", () => {
+  let loaded: LoadedEngine;
+  beforeAll(() => {
+    torch.loadTorch();
+    loaded = loadEngine(FIXTURE_DIR, { device: "cpu", dtype: "f32", max_seq_len: 512, kv_cache_gib: 0.05, max_slots: 8 });
+  });
+  afterAll(async () => {
+    await loaded.close();
+  });
+
+  // At temperature 20 the 368-id vocabulary is sampled almost uniformly, so its 5 vision
+  // ids would come up about once in 70 tokens.
+  const prompts = () => Array.from({ length: 8 }, (_, i) => textMessages(`Say something, number ${i}.`));
+  const vision = () => new Set(loaded.model.visionTokenIds);
+
+  test("an engine without the bias samples them (the control)", async () => {
+    const runner = new ModelRunner(loaded.model, { slots: 8, slotTokens: 512, seed: 1 });
+    const bare = new Engine(runner, { decode: (ids) => loaded.model.decode(ids), eosTokenIds: [] });
+    try {
+      const results = await Promise.all(prompts().map((m, i) => bare.generate({ prompt: loaded.model.buildPrompt(m), sampling: { temperature: 20, maxNewTokens: 60, seed: 500 + i } })));
+      expect(results.flatMap((r) => r.tokenIds).filter((id) => vision().has(id)).length).toBeGreaterThan(0);
+    } finally {
+      await bare.close();
+    }
+  }, 60_000);
+
+  test("the loaded engine never does, and its log-probs are the trainer's over the other ids", async () => {
+    const r = await compareLogprobs(loaded, prompts(), { temperature: 20, maxNewTokens: 60, seedBase: 500 });
+    const sampled = r.results.flatMap((g) => g.tokenIds);
+    expect(sampled.length).toBeGreaterThan(150); // replies end at an end-of-turn id
+    expect(sampled.filter((id) => vision().has(id))).toEqual([]);
+    expect(r.maxAbsDiff).toBeLessThan(TOLERANCE);
+  }, 60_000);
+});
+

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import * as torch from "../../src/torch/index.ts";
 import { rowStreamKey } from "../../src/engine/row-streams.ts";
-import { sampleRows } from "../../src/engine/sampler.ts";
+import { neverSampledIndex, sampleRows } from "../../src/engine/sampler.ts";
 import { kvBytesPerToken, planKvCache } from "../../src/engine/kv-cache.ts";
 import type { ModelSpec } from "../../src/models/family.ts";
 
@@ -41,6 +41,50 @@ describe("device sampling", () => {
     expect(out.tokenIds[0]).toBe(0);
     expect(out.logprobs[0]).toBeCloseTo(Math.log(0.5), 5);
     shared.dispose();
+  });
+});
+
+describe("never-sampled ids (a VLM's vision ids)", () => {
+  // p = [0.5, 0.3, 0.15, 0.05] with id 0 (the most likely) taken out: the distribution
+  // over the rest is [0.3, 0.15, 0.05] / 0.5 = [0.6, 0.3, 0.1].
+  test("greedy takes the best other id and reports its log-prob among the others", () => {
+    const shared = new torch.Generator({ seed: 1 });
+    const out = torch.tidy(() => {
+      const never = neverSampledIndex([0], 4, "cpu")!;
+      return sampleRows(torch.tensor(Float32Array.from(LOGITS), [1, 4]), [{ temperature: 0, topK: 0, topP: 1 }], shared, undefined, never);
+    });
+    expect(out.tokenIds[0]).toBe(1);
+    expect(out.logprobs[0]).toBeCloseTo(Math.log(0.6), 5);
+    shared.dispose();
+  });
+
+  test("sampled rows never draw it; each draw's log-prob is its share of the others' mass", () => {
+    const shared = new torch.Generator({ seed: 1 });
+    const counts = [0, 0, 0, 0];
+    torch.tidy(() => {
+      const never = neverSampledIndex([0], 4, "cpu")!;
+      const logits = torch.tensor(Float32Array.from(LOGITS), [1, 4]);
+      for (let s = 0; s < 400; s++) {
+        const out = sampleRows(logits, [{ temperature: 1, topK: 0, topP: 1, streamKey: rowStreamKey(s, 0) }], shared, undefined, never);
+        const id = out.tokenIds[0]!;
+        counts[id]!++;
+        expect(out.logprobs[0]).toBeCloseTo(Math.log([0, 0.6, 0.3, 0.1][id]!), 5);
+      }
+    });
+    expect(counts[0]).toBe(0);
+    // 400 draws at [0.6, 0.3, 0.1]: 240, 120, 40 expected (3 standard deviations: 29, 27, 18).
+    expect(Math.abs(counts[1]! - 240)).toBeLessThan(30);
+    expect(Math.abs(counts[2]! - 120)).toBeLessThan(28);
+    expect(Math.abs(counts[3]! - 40)).toBeLessThan(19);
+    shared.dispose();
+  });
+
+  test("the index holds the ids inside the vocabulary; none when nothing is left", () => {
+    torch.tidy(() => {
+      expect(Array.from(neverSampledIndex([1, 3, 9, -1], 4, "cpu")!.toFloat64Array())).toEqual([1, 3]);
+      expect(neverSampledIndex([], 4, "cpu")).toBeUndefined();
+      expect(neverSampledIndex([7], 4, "cpu")).toBeUndefined();
+    });
   });
 });
 
