@@ -14,7 +14,7 @@
  */
 import * as torch from "../torch/index.ts";
 import type { Tensor } from "../torch/index.ts";
-import { neverSampledIndex, withoutNeverSampled } from "../engine/sampler.ts";
+import { neverSampledIndex, withoutNeverSampled } from "../torch/logit-mask.ts";
 
 export interface TokenLogProbOptions {
   /** Tokens per chunk (default 1024). */
@@ -25,7 +25,7 @@ export interface TokenLogProbOptions {
   temperature?: number;
   /**
    * Ids out of the distribution: their logits are set to NEVER_SAMPLED_LOGIT before the
-   * temperature, as the engine sets the family's vision ids (src/engine/sampler.ts), so
+   * temperature, as the engine's sampler sets the family's vision ids (src/torch/logit-mask.ts), so
    * the log-probs and entropies are those of the distribution the engine samples from.
    * Ids outside the vocabulary are ignored.
    */

@@ -21,7 +21,8 @@ import { checkRgbImage } from "../core/image.ts";
 import { DecodeGraphs, feedTokens, type FedTokens } from "./decode-graphs.ts";
 import { SlotKvCache } from "./kv-cache.ts";
 import { RowStreams, rowStreamKey } from "./row-streams.ts";
-import { neverSampledIndex, packSamples, sampleRows, sampleRowsOnDevice, unpackSamples, type RowSampling } from "./sampler.ts";
+import { neverSampledIndex } from "../torch/logit-mask.ts";
+import { packSamples, sampleRows, sampleRowsOnDevice, unpackSamples, type RowSampling } from "./sampler.ts";
 import type {
   DecodeItem,
   LaunchItem,

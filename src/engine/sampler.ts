@@ -17,17 +17,18 @@
  *
  * Never-sampled ids (a VLM's image placeholders and vision markers: a reply holding one
  * cannot be fed back, and VAGEN drops its episode) are taken out of the distribution
- * itself: their logits are set to NEVER_SAMPLED_LOGIT before anything else, so neither
- * greedy nor sampled rows pick them and the reported log-probs are those of the
- * distribution over the other ids, which the trainer computes the same way
- * (tokenLogProbs' `neverSampled`). Without it a small policy that drifts towards them in RL
- * loses those episodes, and the drift is never pushed back.
+ * itself: their logits are set to NEVER_SAMPLED_LOGIT (src/torch/logit-mask.ts) before
+ * anything else, so neither greedy nor sampled rows pick them and the reported log-probs
+ * are those of the distribution over the other ids, which the trainer computes the same
+ * way (tokenLogProbs' `neverSampled`). Without it a small policy that drifts towards them
+ * in RL loses those episodes, and the drift is never pushed back.
  *
  * Ids and log-probs come back to the host in a single copy, which `sampleRowsOnDevice`
  * leaves to the caller (to start it without waiting, as overlapped decoding does).
  */
 import * as torch from "../torch/index.ts";
 import { F } from "../torch/index.ts";
+import { withoutNeverSampled } from "../torch/logit-mask.ts";
 import type { Generator, Tensor } from "../torch/index.ts";
 import { streamUniforms, type RowStreams } from "./row-streams.ts";
 import type { SamplingOptions } from "./types.ts";
@@ -36,24 +37,6 @@ import type { SamplingOptions } from "./types.ts";
 export interface RowSampling extends Pick<SamplingOptions, "temperature" | "topP" | "topK"> {
   /** This draw's key in the row's own stream (`rowStreamKey(seed, draw)`), or undefined to share the batch's generator. */
   streamKey?: number;
-}
-
-/**
- * What a never-sampled id's logit is set to: finite, so exp() underflows to exactly 0 and
- * p log p stays 0 (an entropy over the vocabulary has no NaN), yet far below any real logit.
- */
-export const NEVER_SAMPLED_LOGIT = -1e30;
-
-/** The ids of `ids` inside a vocabulary of `vocab`, as an int64 index, or undefined when none are. */
-export function neverSampledIndex(ids: readonly number[], vocab: number, device: torch.Device): Tensor | undefined {
-  const inside = ids.filter((id) => Number.isInteger(id) && id >= 0 && id < vocab);
-  if (inside.length === 0) return undefined;
-  return torch.tensor(Float64Array.from(inside), [inside.length], { dtype: "i64", device });
-}
-
-/** [..., V] float logits with the indexed ids' set to NEVER_SAMPLED_LOGIT (a new tensor). */
-export function withoutNeverSampled(logits: Tensor, index: Tensor): Tensor {
-  return logits.indexFill(logits.shape.length - 1, index, NEVER_SAMPLED_LOGIT);
 }
 
 export interface SampledRows {

@@ -8,7 +8,7 @@
 import type { ChatMessage } from "../../src/core/chat.ts";
 import type { LoadedEngine } from "../../src/engine/load.ts";
 import type { GenerationResult, Prompt } from "../../src/engine/types.ts";
-import { neverSampledIndex, withoutNeverSampled } from "../../src/engine/sampler.ts";
+import { neverSampledIndex, withoutNeverSampled } from "../../src/torch/logit-mask.ts";
 import * as torch from "../../src/torch/index.ts";
 import { fixtureMessages } from "../models/fixture.ts";
 

@@ -1,7 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import * as torch from "../../src/torch/index.ts";
 import { rowStreamKey } from "../../src/engine/row-streams.ts";
-import { neverSampledIndex, sampleRows } from "../../src/engine/sampler.ts";
+import { sampleRows } from "../../src/engine/sampler.ts";
+import { neverSampledIndex } from "../../src/torch/logit-mask.ts";
 import { kvBytesPerToken, planKvCache } from "../../src/engine/kv-cache.ts";
 import type { ModelSpec } from "../../src/models/family.ts";
 

@@ -14,10 +14,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DEMO_MODEL_SPEC, type TinyQwenSpec } from "../../src/demo/model-dir.ts";
-import { demoSolverData, writeDemoBaseModel } from "../../src/demo/task.ts";
+import { writeDemoBaseModel } from "../../src/demo/task.ts";
 import { validate } from "../../src/demo/validate.ts";
 import { runSft } from "../../src/sft/trainer.ts";
-import { ONE_BOARD_TASK } from "./one-board.ts";
+import { ONE_BOARD_TASK, oneBoardSftConfig } from "./one-board.ts";
 
 const root = mkdtempSync(join(tmpdir(), "vagen-sft-learn-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -38,16 +38,7 @@ test(
 
     const losses: number[] = [];
     const sft = await runSft(
-      {
-        model_dir: baseDir,
-        output_dir: join(root, "sft"),
-        seed: 0,
-        device: "cpu",
-        dtype: "f32",
-        data: { layout: "observation_only", solver: demoSolverData(task, 2, 0), eval_dirs: [], only_success: true },
-        optim: { lr: 3e-3, weight_decay: 0, grad_clip: 1.0, warmup_steps: 3, schedule: "constant" },
-        train: { epochs: 60, batch_size: 8, micro_batch_size: 8, max_steps: 0, save_every_epoch: false, freeze_vision_tower: true, label_smoothing: 0, stop_below_loss: 0 },
-      },
+      oneBoardSftConfig(baseDir, join(root, "sft"), { optim: { warmup_steps: 3 }, train: { epochs: 60 } }),
       (event) => {
         if (event.type === "step") losses.push(event.loss);
       },

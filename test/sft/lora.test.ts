@@ -8,13 +8,13 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { demoSolverData, writeDemoBaseModel } from "../../src/demo/task.ts";
+import { writeDemoBaseModel } from "../../src/demo/task.ts";
 import { LoraAdapter, attachAdapter, loadModelFamily, type ModelFamily } from "../../src/models/index.ts";
 import type { SftConfig } from "../../src/sft/config.ts";
 import { runSft, type SftEvent } from "../../src/sft/trainer.ts";
 import * as torch from "../../src/torch/index.ts";
 import { safetensors } from "../../src/torch/index.ts";
-import { ONE_BOARD_TASK, TINY_SPEC } from "./one-board.ts";
+import { ONE_BOARD_TASK, TINY_SPEC, oneBoardSftConfig } from "./one-board.ts";
 
 const root = mkdtempSync(join(tmpdir(), "vagen-sft-lora-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -25,16 +25,10 @@ const SPEC = TINY_SPEC;
 test("train.lora_rank=4: the checkpoint is the adapter, the loss falls, final/ is base + adapter merged", async () => {
   const baseDir = join(root, "base");
   await writeDemoBaseModel(baseDir, task, { seed: 0, spec: SPEC });
-  const config: SftConfig = {
-    model_dir: baseDir,
-    output_dir: join(root, "sft"),
-    seed: 0,
-    device: "cpu",
-    dtype: "f32",
-    data: { layout: "observation_only", solver: demoSolverData(task, 2, 0), eval_dirs: [], only_success: true },
-    optim: { lr: 1e-2, weight_decay: 0, grad_clip: 1.0, warmup_steps: 0, schedule: "constant" },
-    train: { epochs: 4, batch_size: 4, micro_batch_size: 2, max_steps: 0, save_every_epoch: false, freeze_vision_tower: false, label_smoothing: 0, stop_below_loss: 0, lora_rank: 4, lora_alpha: 8, target_modules: ["q_proj", "v_proj", "gate_proj"] },
-  };
+  const config: SftConfig = oneBoardSftConfig(baseDir, join(root, "sft"), {
+    optim: { lr: 1e-2 },
+    train: { epochs: 4, batch_size: 4, micro_batch_size: 2, freeze_vision_tower: false, lora_rank: 4, lora_alpha: 8, target_modules: ["q_proj", "v_proj", "gate_proj"] },
+  });
   const events: SftEvent[] = [];
   const result = await runSft(config, (e) => events.push(e));
   const losses = events.flatMap((e) => (e.type === "step" ? [e.loss] : []));

@@ -9,14 +9,14 @@ import { afterAll, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { demoSolverData, writeDemoBaseModel } from "../../src/demo/task.ts";
+import { writeDemoBaseModel } from "../../src/demo/task.ts";
 import { loadModelFamily } from "../../src/models/index.ts";
 import { loadSftConfig, type SftConfig } from "../../src/sft/config.ts";
 import { runSft, type SftEvent } from "../../src/sft/trainer.ts";
 import * as torch from "../../src/torch/index.ts";
 import { safetensors } from "../../src/torch/index.ts";
 import { listCheckpoints, readTrainerState } from "../../src/training/checkpoint.ts";
-import { ONE_BOARD_TASK, TINY_SPEC } from "./one-board.ts";
+import { ONE_BOARD_TASK, TINY_SPEC, oneBoardSftConfig } from "./one-board.ts";
 
 const root = mkdtempSync(join(tmpdir(), "vagen-sft-outputs-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -27,17 +27,8 @@ const SPEC = TINY_SPEC;
 test("checkpoints per epoch and at the end in the trainer's format; final/ is the last one as a model directory", async () => {
   const baseDir = join(root, "base");
   await writeDemoBaseModel(baseDir, task, { seed: 0, spec: SPEC });
-  const config: SftConfig = {
-    model_dir: baseDir,
-    output_dir: join(root, "sft"),
-    seed: 0,
-    device: "cpu",
-    dtype: "f32",
-    // Two shortest-path episodes of four moves: 8 one-turn samples, 2 steps an epoch.
-    data: { layout: "observation_only", solver: demoSolverData(task, 2, 0), eval_dirs: [], only_success: true },
-    optim: { lr: 3e-3, weight_decay: 0, grad_clip: 1.0, warmup_steps: 0, schedule: "constant" },
-    train: { epochs: 2, batch_size: 4, micro_batch_size: 2, max_steps: 0, save_every_epoch: true, freeze_vision_tower: true, label_smoothing: 0, stop_below_loss: 0 },
-  };
+  // 8 one-turn samples, 2 steps an epoch.
+  const config: SftConfig = oneBoardSftConfig(baseDir, join(root, "sft"), { train: { epochs: 2, batch_size: 4, micro_batch_size: 2, save_every_epoch: true } });
   const events: SftEvent[] = [];
   const result = await runSft(config, (e) => events.push(e));
   const samples = (events.find((e) => e.type === "data") as { samples: number }).samples;

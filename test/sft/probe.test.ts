@@ -9,12 +9,12 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { demoSolverData, writeDemoBaseModel } from "../../src/demo/task.ts";
+import { writeDemoBaseModel } from "../../src/demo/task.ts";
 import type { SftConfig } from "../../src/sft/config.ts";
 import { runSft, type SftEvent } from "../../src/sft/trainer.ts";
 import * as torch from "../../src/torch/index.ts";
 import { safetensors } from "../../src/torch/index.ts";
-import { ONE_BOARD_TASK, TINY_SPEC } from "./one-board.ts";
+import { ONE_BOARD_TASK, TINY_SPEC, oneBoardSftConfig } from "./one-board.ts";
 
 const root = mkdtempSync(join(tmpdir(), "vagen-sft-probe-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -24,18 +24,9 @@ const SPEC = TINY_SPEC;
 const baseDir = join(root, "base");
 await writeDemoBaseModel(baseDir, task, { seed: 0, spec: SPEC });
 
+/** 8 one-turn samples, 4 steps an epoch. */
 function config(name: string): SftConfig {
-  return {
-    model_dir: baseDir,
-    output_dir: join(root, name),
-    seed: 0,
-    device: "cpu",
-    dtype: "f32",
-    // Two shortest-path episodes of four moves: 8 one-turn samples, 4 steps an epoch.
-    data: { layout: "observation_only", solver: demoSolverData(task, 2, 0), eval_dirs: [], only_success: true },
-    optim: { lr: 3e-3, weight_decay: 0, grad_clip: 1.0, warmup_steps: 0, schedule: "constant" },
-    train: { epochs: 5, batch_size: 2, micro_batch_size: 2, max_steps: 0, save_every_epoch: false, freeze_vision_tower: true, label_smoothing: 0, stop_below_loss: 0 },
-  };
+  return oneBoardSftConfig(baseDir, join(root, name), { train: { epochs: 5, batch_size: 2, micro_batch_size: 2 } });
 }
 
 const losses = (events: SftEvent[]) => events.flatMap((e) => (e.type === "step" ? [e.loss] : []));
