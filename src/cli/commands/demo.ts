@@ -16,7 +16,7 @@ import { startTrainDashboard, type TrainDashboard } from "../../tui/train-dashbo
 import { type ImageMode, parseImageMode, resolveImageMode } from "../../tui/image/index.ts";
 import { integerFlag } from "../flags.ts";
 import { trainLogRenderer } from "../render/train-lines.ts";
-import { onStopSignals, STOP_SIGNALS, type StopSignal } from "../signals.ts";
+import { abortOnStopSignals, signalKey, STOP_SIGNALS } from "../signals.ts";
 import { sftEventLine } from "./sft.ts";
 
 interface DemoFlags {
@@ -95,14 +95,7 @@ async function demoCommand(opts: DemoFlags): Promise<number> {
   let trainView: TrainEventListener = lines;
   // A stop signal (Ctrl-C, SIGTERM, SIGHUP) ends the phase in progress after its step;
   // a second one leaves at once.
-  let received: StopSignal | undefined;
-  const onSignal = (signal: StopSignal) => {
-    if (controller.signal.aborted) process.exit(STOP_SIGNALS[signal]);
-    received = signal;
-    say(`${signal}: stopping after this step (${signal === "SIGINT" ? "Ctrl-C" : signal} again to quit now)`);
-    controller.abort();
-  };
-  const offSignals = onStopSignals(onSignal);
+  const signals = abortOnStopSignals(controller, { first: (signal) => say(`${signal}: stopping after this step (${signalKey(signal)} again to quit now)`) });
 
   const onEvent = (event: DemoEvent) => {
     if (event.type === "phase") {
@@ -137,11 +130,11 @@ async function demoCommand(opts: DemoFlags): Promise<number> {
     summary = await runDemo({ env, render, format, algorithm, steps: opts.steps, seed: opts.seed, device: opts.device, runDir, signal: controller.signal }, onEvent);
   } catch (err) {
     // runDemo reports an interrupted phase as Ctrl-C's 130: the status of the signal received.
-    if (received && err instanceof VagenError && err.exitCode === STOP_SIGNALS.SIGINT) throw new VagenError(err.message, err.hint, STOP_SIGNALS[received]);
+    if (signals.received && err instanceof VagenError && err.exitCode === STOP_SIGNALS.SIGINT) throw new VagenError(err.message, err.hint, STOP_SIGNALS[signals.received]);
     throw err;
   } finally {
     await dashboard?.close();
-    offSignals();
+    signals.off();
   }
   // The dashboard took the run's last line; say it once it has given the terminal back.
   if (!saidSummary) say(`success on held-out boards: ${summary.sft_success_rate.toFixed(2)} after sft -> ${summary.final_success_rate.toFixed(2)} after rl, ${summary.seconds.toFixed(0)} s`);

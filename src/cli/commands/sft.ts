@@ -7,7 +7,7 @@ import type { Command } from "commander";
 import { loadSftConfig } from "../../sft/config.ts";
 import { VagenError } from "../../core/errors.ts";
 import { runSft, type SftEvent } from "../../sft/trainer.ts";
-import { onStopSignals, STOP_SIGNALS, type StopSignal } from "../signals.ts";
+import { abortOnStopSignals, signalKey, STOP_SIGNALS } from "../signals.ts";
 
 export function register(program: Command): void {
   program
@@ -21,21 +21,19 @@ export function register(program: Command): void {
       // A stop signal (Ctrl-C, SIGTERM, SIGHUP): stop after the step in progress, saved like
       // a last one; a second one leaves at once (the checkpoints on disk are whole).
       const controller = new AbortController();
-      let received: StopSignal = "SIGINT";
-      const onSignal = (signal: StopSignal) => {
-        if (controller.signal.aborted) process.exit(STOP_SIGNALS[signal]);
-        received = signal;
-        process.stderr.write(`${signal}: stopping after this step (${signal === "SIGINT" ? "Ctrl-C" : signal} again to leave at once)\n`);
-        controller.abort();
-      };
-      const offSignals = onStopSignals(onSignal);
+      const signals = abortOnStopSignals(controller, {
+        first: (signal) => process.stderr.write(`${signal}: stopping after this step (${signalKey(signal)} again to leave at once)\n`),
+      });
       let result;
       try {
         result = await runSft(config, (event) => process.stderr.write(`${sftEventLine(event)}\n`), { signal: controller.signal });
       } finally {
-        offSignals();
+        signals.off();
       }
-      if (result.interrupted) throw new VagenError(`sft: interrupted by ${received} after step ${result.steps}`, `its weights are in ${result.modelDir} (and ${result.checkpoint})`, STOP_SIGNALS[received]);
+      if (result.interrupted) {
+        const signal = signals.received ?? "SIGINT";
+        throw new VagenError(`sft: interrupted by ${signal} after step ${result.steps}`, `its weights are in ${result.modelDir} (and ${result.checkpoint})`, STOP_SIGNALS[signal]);
+      }
       if (opts.json) process.stdout.write(`${JSON.stringify({ model_dir: result.modelDir, checkpoint: result.checkpoint, steps: result.steps, final_loss: result.finalLoss })}\n`);
       else process.stdout.write(`model: ${result.modelDir}\n`);
     });

@@ -14,7 +14,7 @@ import { runTraining } from "../../training/trainer.ts";
 import { type ImageMode, parseImageMode, resolveImageMode } from "../../tui/image/index.ts";
 import { startTrainDashboard } from "../../tui/train-dashboard.ts";
 import { trainLogRenderer } from "../render/train-lines.ts";
-import { onStopSignals, STOP_SIGNALS, type StopSignal } from "../signals.ts";
+import { abortOnStopSignals, onStopSignals, signalKey, STOP_SIGNALS } from "../signals.ts";
 
 const INTERRUPTED_EXIT = STOP_SIGNALS.SIGINT;
 
@@ -73,7 +73,7 @@ async function trainCommand(file: string, overrides: string[], opts: TrainOption
       ? startTrainDashboard({
           protocol: resolveImageMode(opts.image),
           outputDir: checked.config.trainer.output_dir,
-          onSaveAndStop: () => onSignal("SIGINT"),
+          onSaveAndStop: () => signals.stop("SIGINT"),
           onStop: () => void dashboard?.close().then(() => process.exit(INTERRUPTED_EXIT)),
           // q leaves the dashboard; the run goes on with lines.
           onQuit: () => (view = lines()),
@@ -85,22 +85,16 @@ async function trainCommand(file: string, overrides: string[], opts: TrainOption
   // step. Second signal: leave at once; the checkpoints already on disk are intact. The
   // trainer yields between micro-batches and engine steps, so this runs within one of them.
   const controller = new AbortController();
-  let received: StopSignal | undefined;
-  const onSignal = (signal: StopSignal) => {
-    if (controller.signal.aborted) {
-      view({ type: "warning", step: 0, code: "interrupted", message: `${signal} again: leaving now without saving; the checkpoints on disk are intact` });
-      process.exit(STOP_SIGNALS[signal]);
-    }
-    received = signal;
-    view({
-      type: "warning",
-      step: 0,
-      code: "interrupted",
-      message: `${signal}: stopping: a step not yet in its updates is abandoned (resume retakes it), one in its updates is finished; then the last finished step is saved (${signal === "SIGINT" ? "Ctrl-C" : signal} again to leave at once)`,
-    });
-    controller.abort();
-  };
-  const offSignals = onStopSignals(onSignal);
+  const signals = abortOnStopSignals(controller, {
+    first: (signal) =>
+      view({
+        type: "warning",
+        step: 0,
+        code: "interrupted",
+        message: `${signal}: stopping: a step not yet in its updates is abandoned (resume retakes it), one in its updates is finished; then the last finished step is saved (${signalKey(signal)} again to leave at once)`,
+      }),
+    again: (signal) => view({ type: "warning", step: 0, code: "interrupted", message: `${signal} again: leaving now without saving; the checkpoints on disk are intact` }),
+  });
   try {
     const result = await runTraining(checked, { onEvent: (event) => view(event), signal: controller.signal, ...(ranks ? { ranks } : {}) });
     if (dashboard) {
@@ -110,14 +104,14 @@ async function trainCommand(file: string, overrides: string[], opts: TrainOption
     // The exit status travels as an error: main() sets the process's status from it.
     if (result.reason === "interrupted") {
       throw new VagenError(
-        `interrupted${received ? ` by ${received}` : ""} after step ${result.step}${result.checkpoint ? `; checkpoint ${result.checkpoint}` : ""}`,
+        `interrupted${signals.received ? ` by ${signals.received}` : ""} after step ${result.step}${result.checkpoint ? `; checkpoint ${result.checkpoint}` : ""}`,
         "run the same command again to resume (trainer.resume=auto)",
-        STOP_SIGNALS[received ?? "SIGINT"],
+        STOP_SIGNALS[signals.received ?? "SIGINT"],
       );
     }
   } finally {
     await dashboard?.close();
-    offSignals();
+    signals.off();
     ranks?.group?.dispose();
   }
 }
