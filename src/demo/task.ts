@@ -119,10 +119,10 @@ export function demoSolverData(
     seed_start: task.sftSeedStart,
     max_turns: task.maxTurns,
     random_action_prob: randomActionProb,
-    // Only FrozenLake has a careless solver and knows which moves are safe.
+    // Only FrozenLake knows which moves are safe.
     random_moves: task.envName === "FrozenLake" ? (imperfections.randomMoves ?? "any") : "any",
     actions_per_turn: 1,
-    careless_episode_prob: task.envName === "FrozenLake" ? (imperfections.carelessEpisodeProb ?? 0) : 0,
+    careless_episode_prob: imperfections.carelessEpisodeProb ?? 0,
     // Only the world-model format states positions.
     state_noise_prob: task.format === "wm" ? (imperfections.stateNoiseProb ?? 0) : 0,
   };

@@ -54,9 +54,11 @@ export const SolverDataConfig = v.strictObject({
   /** Moves written per answer (up to the env's max_actions_per_step). */
   actions_per_turn: v.optional(positiveInt("actions_per_turn"), 1),
   /**
-   * Chance that a whole episode is demonstrated by a careless solver (FrozenLake only: it
-   * plans the shortest path as if the holes were ice, and walks into one when the path
-   * crosses it). Mixed-quality demonstrations: imitation copies both solvers.
+   * Chance that a whole episode is demonstrated by a careless solver: FrozenLake's plans
+   * the shortest path as if the holes were ice and walks into one when the path crosses
+   * it; Sokoban's makes the shortest solution's next push but walks to it as if the box
+   * were floor, pushing the box astray where that walk crosses it. Mixed-quality
+   * demonstrations: imitation copies both solvers.
    */
   careless_episode_prob: v.optional(v.pipe(v.number(), v.minValue(0), v.maxValue(1, "careless_episode_prob <= 1")), 0),
   /**
@@ -72,13 +74,10 @@ export type SolverDataConfig = v.InferOutput<typeof SolverDataConfig>;
 
 /**
  * What is wrong with `solver`'s FrozenLake-only settings outside FrozenLake, if anything:
- * the key and the message (only FrozenLake has a careless solver and safe random moves).
+ * the key and the message (only FrozenLake knows which moves are safe).
  */
 export function frozenLakeOnlyProblem(solver: SolverDataConfig): { key: string; message: string } | undefined {
   if (solver.env === "FrozenLake") return undefined;
-  if (solver.careless_episode_prob > 0) {
-    return { key: "careless_episode_prob", message: `got ${solver.careless_episode_prob}, expected 0 (only FrozenLake has a careless solver)` };
-  }
   if (solver.random_moves === "safe") return { key: "random_moves", message: `got "safe", expected "any" (only FrozenLake knows which moves are safe)` };
   return undefined;
 }

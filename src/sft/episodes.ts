@@ -5,8 +5,8 @@
  * - Solver episodes: the env is played through the real harness loop, with a client that
  *   answers from a solver (BFS for FrozenLake and Sokoban) instead of a model; a share of
  *   the moves is random (on FrozenLake optionally only safe moves, never into a hole), and
- *   on FrozenLake a share of the episodes can come from a careless solver blind to holes,
- *   so demonstrations can be imperfect on purpose. Under the thinking formats the solver
+ *   a share of the episodes can come from a careless solver (FrozenLake's blind to holes,
+ *   Sokoban's walks to each push as if the box were not in its way), so demonstrations can be imperfect on purpose. Under the thinking formats the solver
  *   writes its reasoning too (reasoning.ts): `free_think` its plan, Sokoban's world-model
  *   formats the state it sees and the state its moves lead to, from the true state, with
  *   `state_noise_prob` of the stated objects misplaced.
@@ -26,7 +26,7 @@ import { FL_ACTIONS, shortestPath } from "../../envs/frozenlake/map.ts";
 import { SokobanEnv } from "../../envs/sokoban/env.ts";
 import { allBoxesOnTarget, applyMove } from "../../envs/sokoban/dynamics.ts";
 import { sokobanGridState } from "../../envs/sokoban/ground-truth.ts";
-import { ACTIONS as SOKOBAN_ACTIONS, cloneRoom, playerIndex, type SokobanAction, type SokobanRoom } from "../../envs/sokoban/room.ts";
+import { ACTIONS as SOKOBAN_ACTIONS, CELL, DELTAS, cloneRoom, playerIndex, type SokobanAction, type SokobanRoom } from "../../envs/sokoban/room.ts";
 import { isWmFormat } from "../../envs/_common/parsers.ts";
 import type { GridState } from "../../envs/_common/state.ts";
 import { shortestSolution } from "../../envs/sokoban/solver.ts";
@@ -86,7 +86,8 @@ function solverEnv(config: SolverDataConfig, careless: boolean): SolverEnv {
   const env = new SokobanEnv(config.config);
   const planner = () => {
     const room = env.currentRoom;
-    return room ? (shortestSolution(room, 100, 50_000) ?? []) : [];
+    if (!room) return [];
+    return careless ? boxBlindPlan(room) : (shortestSolution(room, 100, 50_000) ?? []);
   };
   const states = (moves: readonly string[]) => {
     const room = env.currentRoom;
@@ -94,6 +95,61 @@ function solverEnv(config: SolverDataConfig, careless: boolean): SolverEnv {
     return { before: sokobanGridState(room), after: sokobanGridState(afterMoves(room, moves)) };
   };
   return { env, planner, actions: SOKOBAN_ACTIONS, states };
+}
+
+/**
+ * Sokoban's careless solver: the careful solver's next push, but walked to by the shortest
+ * way as if the boxes were floor. Where that way crosses the box the walk pushes it,
+ * often against a wall or into a corner, and the level can no longer be solved. Empty
+ * when the room has no solution (the client then moves at random).
+ */
+export function boxBlindPlan(room: SokobanRoom): SokobanAction[] {
+  const plan = shortestSolution(room, 100, 50_000);
+  if (!plan || plan.length === 0) return [];
+  // Replay the plan up to its first push: where the player must stand, and which way it pushes.
+  const replay = cloneRoom(room);
+  let at = playerIndex(replay);
+  for (const move of plan) {
+    const result = applyMove(replay, at, move);
+    if (result.pushedBox) {
+      if (at === playerIndex(room)) return plan;
+      return [...walkIgnoringBoxes(room, playerIndex(room), at), move];
+    }
+    at = playerIndex(replay);
+  }
+  return plan;
+}
+
+/** The shortest walk from cell `from` to cell `to` through everything but walls (up, down, left, right first). */
+function walkIgnoringBoxes(room: SokobanRoom, from: number, to: number): SokobanAction[] {
+  const { width, height, fixed } = room;
+  const previous = new Map<number, { cell: number; move: SokobanAction }>();
+  let frontier = [from];
+  const seen = new Set([from]);
+  while (frontier.length > 0 && !seen.has(to)) {
+    const next: number[] = [];
+    for (const cell of frontier) {
+      for (const move of SOKOBAN_ACTIONS) {
+        const [dr, dc] = DELTAS[move];
+        const row = Math.floor(cell / width) + dr;
+        const col = (cell % width) + dc;
+        const step = row * width + col;
+        if (row < 0 || col < 0 || row >= height || col >= width || fixed[step] === CELL.wall || seen.has(step)) continue;
+        seen.add(step);
+        previous.set(step, { cell, move });
+        next.push(step);
+      }
+    }
+    frontier = next;
+  }
+  const walk: SokobanAction[] = [];
+  for (let cell = to; cell !== from; ) {
+    const back = previous.get(cell);
+    if (!back) return [];
+    walk.push(back.move);
+    cell = back.cell;
+  }
+  return walk.reverse();
 }
 
 /** A copy of `room` after `moves`, run as the env runs a turn's actions: stopping once solved. */
