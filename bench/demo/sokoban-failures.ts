@@ -13,7 +13,8 @@
  *   OMP_NUM_THREADS=1 bun bench/demo/sokoban-failures.ts '{"model":"RUN/sft/final","levels":[1,3],"turns":6}'
  *
  * Options (JSON): model, evalDir, episodes (128), levels ([1, 5]: min_solution_steps),
- * turns (9), temperature (0), device (cpu), verbose.
+ * turns (9), temperature (0), device (cpu), format (answer; free_think and wm as the
+ * demo writes them), cellPixels (14; the CUDA recipe's policies read 28), verbose.
  */
 import { existsSync, mkdtempSync, readFileSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -23,12 +24,12 @@ import { shortestSolution } from "../../envs/sokoban/solver.ts";
 import { demoTask } from "../../src/demo/task.ts";
 import { validate } from "../../src/demo/validate.ts";
 
-const o = { model: "", evalDir: "", episodes: 128, levels: [1, 5], turns: 9, temperature: 0, device: "cpu", verbose: false, ...JSON.parse(process.argv[2] ?? "{}") };
-const task = demoTask("sokoban", "vision", undefined, { levels: { dimRoom: [6, 6], numBoxes: 1, minSolutionSteps: o.levels }, format: "answer", maxTurns: o.turns });
+const o = { model: "", evalDir: "", episodes: 128, levels: [1, 5], turns: 9, temperature: 0, device: "cpu", format: "answer", cellPixels: 14, verbose: false, ...JSON.parse(process.argv[2] ?? "{}") };
+const task = demoTask("sokoban", "vision", undefined, { levels: { dimRoom: [6, 6], numBoxes: 1, minSolutionSteps: o.levels }, format: o.format, maxTurns: o.turns, cellPixels: o.cellPixels });
 const evalDir: string = o.evalDir || mkdtempSync(join(tmpdir(), "sokoban-failures-"));
 if (!existsSync(join(evalDir, "sokoban"))) {
   if (!o.model) throw new Error(`${evalDir} holds no episodes: give "model" (a model directory) to run them`);
-  const result = await validate(task, { modelDir: o.model, outputDir: evalDir, episodes: o.episodes, device: o.device, maxTokens: 10, temperature: o.temperature });
+  const result = await validate(task, { modelDir: o.model, outputDir: evalDir, episodes: o.episodes, device: o.device, maxTokens: o.format === "wm" ? 96 : o.format === "free_think" ? 24 : 10, temperature: o.temperature });
   console.log(JSON.stringify({ success_rate: result.successRate, episodes: result.episodes, dir: evalDir }));
 }
 
@@ -41,7 +42,8 @@ for (const name of readdirSync(join(evalDir, "sokoban")).sort()) {
   const seed = Number(/seed_?(\d+)/.exec(name)?.[1]);
   const messages = JSON.parse(readFileSync(join(dir, "messages.json"), "utf8")) as { role: string; content: { text?: string }[] }[];
   const answers = messages.filter((m) => m.role === "assistant").map((m) => /<answer>(\w+)<\/answer>/.exec(m.content[0]?.text ?? "")?.[1] ?? "");
-  const env = new SokobanEnv({ ...task.envConfig, render_mode: "text" });
+  // Replayed as bare answers, whatever format the policy wrote them in.
+  const env = new SokobanEnv({ ...task.envConfig, prompt_format: "no_think", render_mode: "text" });
   const reset = await env.reset(seed);
   let before = distance(env);
   const states: string[] = [String(reset.info.state_key)];
