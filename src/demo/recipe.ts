@@ -266,11 +266,16 @@ export const SOKOBAN_CPU_RECIPE: DemoRecipe = {
  * at the paper's temperature 0.7 and top_p 0.95 (at 1.0 a 68-token reply garbles often
  * enough that sampled success sat 0.16 below greedy) and two passes a step (four raised
  * its entropy and lowered success).
- * Measured on an H200, three runs sharing it (docs/demo.md): free_think 0.44 -> 0.70,
- * 0.50 -> 0.75, 0.56 -> 0.70 in 150 steps (seeds 0-2, 7.5-8 minutes each); wm 0.38 ->
- * 0.66, 0.40 -> 0.66, 0.51 -> 0.70 by steps 120-140 (15 minutes each). A warm start
- * stopped at a loss of 0.18 ends higher (free_think 0.77-0.83) with less added by RL
- * (+0.10 to +0.19), and wm's did not lift.
+ * RL runs 400 steps under answers and free_think: a run alone on an H200 takes about 2 s a
+ * step, so the whole demo fits in 15 minutes, and at 150 steps the cosine decay had ended
+ * every run while it still climbed (free_think seed 1 alone, 400-step schedule: 0.50 ->
+ * 0.66 at step 50, 0.76 at step 250; the same seed's 150-step runs ended at 0.70-0.75).
+ * wm keeps 150: its steps are two to three times longer.
+ * Measured on an H200 (docs/demo.md), 150-step runs sharing it: free_think 0.44 -> 0.70,
+ * 0.50 -> 0.75, 0.56 -> 0.70 (seeds 0-2); answers 0.56 -> 0.72, 0.56 -> 0.77, 0.41 ->
+ * 0.69; wm 0.38 -> 0.66, 0.40 -> 0.66, 0.51 -> 0.70 by steps 120-140 (15 minutes each). A
+ * warm start stopped at a loss of 0.18 ends higher (free_think 0.77-0.83) with less added
+ * by RL (+0.10 to +0.19), and wm's did not lift.
  */
 export const SOKOBAN_CUDA_RECIPE: DemoRecipe = {
   ...CUDA_RECIPE,
@@ -289,7 +294,7 @@ export const SOKOBAN_CUDA_RECIPE: DemoRecipe = {
   rlFreezeVisionTower: false,
   rlEnvConfig: { format_reward: 0 },
   rlStepAdvantageWeight: 3,
-  rlSteps: 150,
+  rlSteps: 400,
   rlBatch: 32,
   rlGroup: 8,
   rlLr: 2e-4,
@@ -298,7 +303,7 @@ export const SOKOBAN_CUDA_RECIPE: DemoRecipe = {
   rlPpoEpochs: 4,
   maxFreeThinkTokens: 24,
   maxWmTokens: 96,
-  formatOverrides: { wm: { sftEpochs: 2, stateReward: 0.02, rlPpoEpochs: 2, rlSampling: { temperature: 0.7, top_p: 0.95 } } },
+  formatOverrides: { wm: { sftEpochs: 2, stateReward: 0.02, rlPpoEpochs: 2, rlSteps: 150, rlSampling: { temperature: 0.7, top_p: 0.95 } } },
 };
 
 /**
