@@ -119,7 +119,7 @@ export async function runDemo(opts: DemoOptions, onEvent: (event: DemoEvent) => 
   const started = performance.now();
   const clock = () => (performance.now() - started) / 1000;
   const recipe = resolveRecipe(demoRecipe(opts.device, opts.env), opts.format ?? "answer", opts.recipe);
-  const task = demoTask(opts.env, opts.render, recipe.frozenLakeBoard, { levels: recipe.sokobanLevels, format: opts.format, maxTurns: recipe.sokobanMaxTurns, ...(recipe.sokobanCellPixels ? { cellPixels: recipe.sokobanCellPixels } : {}) });
+  const task = demoTask(opts.env, opts.render, recipe.frozenLakeBoard, { levels: recipe.sokobanLevels, format: opts.format, maxTurns: recipe.sokobanMaxTurns, harness: recipe.harness, ...(recipe.sokobanCellPixels ? { cellPixels: recipe.sokobanCellPixels } : {}) });
   const steps = opts.steps ?? recipe.rlSteps;
   if (!opts.device.startsWith("cuda") && recipe.cpuThreads) torch.setNumThreads(recipe.cpuThreads);
 

@@ -22,7 +22,7 @@ import * as v from "valibot";
 import type { SftConfig } from "../sft/config.ts";
 import { TrainConfig } from "../training/config.ts";
 import { DEMO_MODEL_SPEC, type TinyQwenSpec } from "./model-dir.ts";
-import { demoSolverData, type DemoEnv, type DemoFormat, type DemoTask, type FrozenLakeBoard, type SokobanLevels } from "./task.ts";
+import { demoSolverData, type DemoEnv, type DemoFormat, type DemoHarness, type DemoTask, type FrozenLakeBoard, type SokobanLevels } from "./task.ts";
 
 /** The RL algorithms the demo offers, and the estimator each runs. */
 export const DEMO_ALGORITHMS = { gigpo: "gigpo", grpo: "trajectory_grpo", ppo: "default_gae", bi_level: "bi_level_gae" } as const;
@@ -37,6 +37,8 @@ export interface DemoRecipe {
   sokobanMaxTurns?: number;
   /** Pixels a Sokoban cell is resized to (unset: 14, one vision patch a cell; 28: one merged image token a cell). */
   sokobanCellPixels?: 14 | 28;
+  /** What the policy sees each turn (unset: observation_only, the current image alone). */
+  harness?: DemoHarness;
   /** wm format: the chance that a demonstration's stated object is misplaced on one axis (src/sft/reasoning.ts). */
   sftStateNoiseProb?: number;
   /**
@@ -328,6 +330,20 @@ export function replyTokens(task: DemoTask, recipe: DemoRecipe): number {
   return recipe.maxAnswerTokens;
 }
 
+/**
+ * A training row's response tokens. A row per turn holds one reply (twice its limit, for
+ * the end-of-turn token and room). observation_history keeps the episode in one row: every
+ * turn's reply, then the next image (one token per 28 x 28 pixels after the merger) in
+ * its framing.
+ */
+export function responseBudget(task: DemoTask, recipe: DemoRecipe): number {
+  const reply = replyTokens(task, recipe);
+  if (task.harness === "observation_only") return Math.max(64, 2 * reply);
+  const imageTokens = Math.ceil(task.maxPixels / (28 * 28));
+  const framing = 16;
+  return task.maxTurns * (reply + imageTokens + framing);
+}
+
 /** The supervised phase as a `vagen sft` config. */
 export function sftConfig(task: DemoTask, recipe: DemoRecipe, opts: { baseModelDir: string; outputDir: string; seed: number; device: string }): SftConfig {
   return {
@@ -380,7 +396,7 @@ export function trainConfig(
     data: {
       train_batch_size: recipe.rlBatch,
       max_prompt_length: 1024,
-      max_response_length: Math.max(64, 2 * replyTokens(task, recipe)),
+      max_response_length: responseBudget(task, recipe),
       train: { [tag]: { ...env, n_envs: 4096, seed: [task.trainSeedStart, task.trainSeedStart + 4095, 1] } },
       val: { [tag]: { ...env, n_envs: recipe.valEpisodes, seed: [task.valSeedStart, task.valSeedStart + recipe.valEpisodes - 1, 1] } },
     },

@@ -6,6 +6,7 @@ import { messageText } from "../core/chat.ts";
 import { VagenError } from "../core/errors.ts";
 import type { SolverDataConfig } from "../sft/config.ts";
 import { solverEpisodes } from "../sft/episodes.ts";
+import { OBSERVATION_HISTORY_HARNESS } from "../harness/observation-history.ts";
 import { OBSERVATION_ONLY_HARNESS } from "../harness/observation-only.ts";
 import { DEMO_MODEL_SPEC, oneTokenPerCell, parameterCount, writeTinyQwenModelDir, type TinyQwenSpec } from "./model-dir.ts";
 import { trainBpeTokenizer } from "./tokenizer.ts";
@@ -37,12 +38,18 @@ export interface FrozenLakeBoard {
   p: number;
 }
 
+/**
+ * What the policy sees each turn: the current observation's images alone, or those of the
+ * whole episode so far with its own replies between them (src/harness/observation-*.ts).
+ */
+export type DemoHarness = typeof OBSERVATION_ONLY_HARNESS | typeof OBSERVATION_HISTORY_HARNESS;
+
 export interface DemoTask {
   /** Registered env name. */
   envName: "FrozenLake" | "Sokoban";
   envConfig: Record<string, unknown>;
   /** The harness every phase runs (and the supervised samples' layout). */
-  harness: typeof OBSERVATION_ONLY_HARNESS;
+  harness: DemoHarness;
   /**
    * The image processor's pixel budget. FrozenLake: one merged image token per board cell.
    * Sokoban: 14 px a cell (its 96 x 96 render of a 6x6 room comes out 84 x 84), one
@@ -71,15 +78,16 @@ export interface DemoTask {
  * policy that reads the board each turn. Sokoban on `sokoban.levels` (VAGEN's 6x6
  * one-box levels unless given), one move per turn, in any of the demo's formats, with
  * `maxTurns` turns (unset: the longest solution kept plus four, for a detour); its
- * 16-px tiles are scaled to 14 px, one vision patch a cell (for even room sides).
+ * 16-px tiles are scaled to 14 px, one vision patch a cell (for even room sides). Every
+ * phase runs `harness` (unset: observation_only).
  */
 export function demoTask(
   env: DemoEnv,
   render: DemoRender,
   board: FrozenLakeBoard = { size: 4, p: 0.8 },
-  sokoban: { levels?: SokobanLevels; format?: DemoFormat; maxTurns?: number; cellPixels?: 14 | 28 } = {},
+  sokoban: { levels?: SokobanLevels; format?: DemoFormat; maxTurns?: number; cellPixels?: 14 | 28; harness?: DemoHarness } = {},
 ): DemoTask {
-  const seeds = { sftSeedStart: 1_000_000, trainSeedStart: 0, valSeedStart: 5_000_000, probeSeedStart: 6_000_000, harness: OBSERVATION_ONLY_HARNESS };
+  const seeds = { sftSeedStart: 1_000_000, trainSeedStart: 0, valSeedStart: 5_000_000, probeSeedStart: 6_000_000, harness: sokoban.harness ?? OBSERVATION_ONLY_HARNESS };
   const format = sokoban.format ?? "answer";
   const oneMove = { prompt_format: PROMPT_FORMATS[format], max_actions_per_step: 1, use_example_in_sys_prompt: false, render_mode: render };
   if (env === "frozenlake") {

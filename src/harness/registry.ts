@@ -11,6 +11,7 @@ import { didYouMean } from "../config/index.ts";
 import { compactHarness } from "./compact.ts";
 import { concatHarness } from "./concat.ts";
 import { noConcatHarness } from "./no-concat.ts";
+import { OBSERVATION_HISTORY_HARNESS, observationHistoryHarness } from "./observation-history.ts";
 import { OBSERVATION_ONLY_HARNESS, observationOnlyHarness } from "./observation-only.ts";
 import { summaryCompactHarness } from "./summary-compact.ts";
 import { defineHarness, runAgentLoop } from "./loop.ts";
@@ -25,6 +26,7 @@ const registry = new Map<string, HarnessFactory>([
   ["compact", (options) => compactHarness(options)],
   ["summary_compact", (options) => summaryCompactHarness(options)],
   [OBSERVATION_ONLY_HARNESS, () => observationOnlyHarness()],
+  [OBSERVATION_HISTORY_HARNESS, () => observationHistoryHarness()],
 ]);
 
 export function registerHarness(name: string, factory: HarnessFactory): void {

@@ -31,7 +31,7 @@ const positiveInt = (what: string) => v.pipe(v.number(), v.integer(`${what}: an 
 const nonNegative = (what: string) => v.pipe(v.number(), v.minValue(0, `${what} >= 0`));
 
 /** Which supervised samples an episode gives, matching the harness that will run the policy. */
-const SAMPLE_LAYOUTS = ["concat", "no_concat", "observation_only"] as const;
+const SAMPLE_LAYOUTS = ["concat", "no_concat", "observation_only", "observation_history"] as const;
 export type SampleLayout = (typeof SAMPLE_LAYOUTS)[number];
 
 export const SolverDataConfig = v.strictObject({
@@ -83,7 +83,7 @@ export function frozenLakeOnlyProblem(solver: SolverDataConfig): { key: string; 
 }
 
 export const SftDataConfig = v.strictObject({
-  layout: v.optional(v.picklist(SAMPLE_LAYOUTS, "concat, no_concat or observation_only"), "no_concat"),
+  layout: v.optional(v.picklist(SAMPLE_LAYOUTS, "concat, no_concat, observation_only or observation_history"), "no_concat"),
   solver: v.optional(SolverDataConfig),
   /** `vagen eval` output directories (each holds <tag>/seed_<N>/ episode folders). */
   eval_dirs: v.optional(v.array(v.pipe(v.string(), v.minLength(1))), []),

@@ -11,7 +11,9 @@
  * - observation_only: one sample per turn, [the observation of that turn] -> reply (no
  *   system prompt, and only the observation's images when it has any: for policies
  *   trained from scratch, see src/harness/observation-only.ts);
- * - concat: one sample per episode, the whole conversation with every reply trained.
+ * - concat: one sample per episode, the whole conversation with every reply trained;
+ * - observation_history: one sample per episode as concat, without the system prompt and
+ *   with each observation reduced to its images (src/harness/observation-history.ts).
  */
 import { imagesOnly } from "../core/chat.ts";
 import { VagenError } from "../core/errors.ts";
@@ -44,10 +46,12 @@ export function episodeSamples(episode: Episode, layout: SampleLayout, codec: Co
     });
   }
   if (episode.replies.length === 0) return [];
+  const history = layout === "observation_history";
   const conversation = new Conversation(codec);
-  conversation.addMessage(episode.system);
+  if (!history) conversation.addMessage(episode.system);
   episode.replies.forEach((reply, t) => {
-    conversation.addMessage(episode.observations[t]!);
+    const observation = episode.observations[t]!;
+    conversation.addMessage(history ? imagesOnly(observation) : observation);
     addReply(conversation, replies, reply);
   });
   return [conversation.record()];

@@ -161,6 +161,19 @@ describe("demo recipe", () => {
     });
   }
 
+  test("observation_history: every phase runs it, and a row holds the whole episode", () => {
+    const task = demoTask("sokoban", "vision", undefined, { levels: SOKOBAN_CPU_RECIPE.sokobanLevels, format: "answer", maxTurns: 6, harness: "observation_history" });
+    expect(sftConfig(task, SOKOBAN_CPU_RECIPE, { baseModelDir: "base", outputDir: "sft", seed: 0, device: "cpu" }).data.layout).toBe("observation_history");
+    const config = trainConfig(task, SOKOBAN_CPU_RECIPE, { modelDir: "sft", outputDir: "run", seed: 0, device: "cpu", steps: 20, algorithm: "gigpo" });
+    expect(config.trainer.harness).toBe("observation_history");
+    // By hand: an 84 x 84 room (14 px a cell) within a budget of 84 * 84 + 14 * 12 + 1 =
+    // 7225 pixels, at most ceil(7225 / 784) = 10 merged image tokens; six turns of a
+    // 10-token answer, that image and 16 tokens of framing: 6 * (10 + 10 + 16) = 216.
+    expect(config.data.max_response_length).toBe(216);
+    // A row per turn: twice the answer's limit, at least 64.
+    expect(trainConfig({ ...task, harness: OBSERVATION_ONLY_HARNESS }, SOKOBAN_CPU_RECIPE, { modelDir: "sft", outputDir: "run", seed: 0, device: "cpu", steps: 20, algorithm: "gigpo" }).data.max_response_length).toBe(64);
+  });
+
   test("recipe overrides: sampled validation, a critic warm-up, an entropy bonus, clip-higher", () => {
     const task = demoTask("sokoban", "vision", undefined, { levels: SOKOBAN_CPU_RECIPE.sokobanLevels, format: "answer", maxTurns: 6 });
     const plain = trainConfig(task, SOKOBAN_CPU_RECIPE, { modelDir: "sft", outputDir: "run", seed: 0, device: "cpu", steps: 20, algorithm: "ppo" });

@@ -7,6 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { compactHarness } from "../../src/harness/compact.ts";
 import { concatHarness } from "../../src/harness/concat.ts";
+import { observationHistoryHarness } from "../../src/harness/observation-history.ts";
 import { generationFloor, generationLimit } from "../../src/harness/generation-limit.ts";
 import { defineHarness } from "../../src/harness/loop.ts";
 import { callSeed } from "../../src/harness/token-conversations.ts";
@@ -55,6 +56,19 @@ describe("the loop's conversations", () => {
     // compact's second prompt carries the text history of turn 1 and the new observation.
     const second = b.conversations![1]!.record;
     expect(t("Turn 1").every((id) => second.tokenIds.includes(id))).toBe(true);
+  });
+
+  test("observation_history continues one conversation of the observations and replies, with no system prompt, each observation reduced once", async () => {
+    const client = new ScriptedClient(up);
+    const episode = await observationHistoryHarness().runEpisode({ env: threeTurns(), client, seed: 0, maxTurns: 5, sampling: {} });
+    expect(client.calls.map((c) => c.conversation)).toEqual(["scripted-0", "scripted-0", "scripted-0"]);
+    expect(episode.conversations).toHaveLength(1);
+    const prompts = episode.turns.map((turn) => turn.prompt);
+    expect(prompts.map((p) => p.map((m) => m.role))).toEqual([["user"], ["user", "assistant", "user"], ["user", "assistant", "user", "assistant", "user"]]);
+    expect(prompts[2]!.filter((m) => m.role === "user").map((m) => m.content.map((c) => (c.type === "text" ? c.text : "")).join(""))).toEqual(["Start", "Obs 1", "Obs 2"]);
+    // The very objects sent before, which is what lets the loop continue the conversation.
+    expect(prompts[2]![0]).toBe(prompts[0]![0]!);
+    expect(prompts[2]![2]).toBe(prompts[1]![2]!);
   });
 
   test("a prompt equal in content but built anew opens a new conversation: continuation is by the loop's own messages, not by content", async () => {

@@ -312,4 +312,22 @@ describe("samples", () => {
     expect(s.replySpans).toHaveLength(2);
     expect(tokenizer.decode(s.tokenIds)).not.toContain("third");
   });
+
+  test("observation_history: one sample of the whole episode, the template's default system prompt, each observation's image alone, every reply trained", () => {
+    const image = { width: 28, height: 28, data: new Uint8Array(28 * 28 * 3).fill(128) };
+    const seen = (words: string) => ({ role: "user" as const, content: [{ type: "text" as const, text: words }, { type: "image" as const, image }, { type: "text" as const, text: "Decide" }] });
+    const withImages: Episode = { ...episode, observations: [seen("Start."), seen("the extracted valid action is ['left']"), seen("the extracted valid action is ['up']")] };
+    const samples = episodeSamples(withImages, "observation_history", codec, replies);
+    expect(samples).toHaveLength(1);
+    const s = samples[0]!;
+    expect(trained(s.tokenIds, s.lossMask)).toEqual([...tokenizer.encode(episode.replies[0]!), IM_END, ...tokenizer.encode(episode.replies[1]!), IM_END]);
+    const image_ = "<\\|vision_start\\|>(<\\|image_pad\\|>)+<\\|vision_end\\|>";
+    const user = `<\\|im_start\\|>user\\n${image_}<\\|im_end\\|>\\n`;
+    const reply = (text: string) => `<\\|im_start\\|>assistant\\n${text}<\\|im_end\\|>\\n`;
+    expect(tokenizer.decode(s.tokenIds)).toMatch(
+      new RegExp(`^<\\|im_start\\|>system\\nYou are a helpful assistant\\.<\\|im_end\\|>\\n${user}${reply("<answer>Left</answer>")}${user}${reply("<answer>Up</answer>")}$`),
+    );
+    // The env's words and the observation after the last reply are left out.
+    expect(tokenizer.decode(s.tokenIds)).not.toMatch(/Decide|extracted|Play/);
+  });
 });
