@@ -6,9 +6,9 @@
  *
  * Why: with the current image alone a greedy policy that misreads a room repeats the same
  * move for as long as the room does not change (a bump into a wall, a box that cannot
- * move), and RL, which samples, is paid for escaping such loops by chance; the greedy
- * policy it is judged by keeps them. With its earlier images and replies in view, a policy
- * can tell that its last move changed nothing.
+ * move). With its earlier images and replies in view, a policy can tell that its last
+ * move changed nothing. (On the demo's Sokoban recipe it did not learn better for it:
+ * docs/demo.md.)
  */
 import { imagesOnly, type ChatMessage } from "../core/chat.ts";
 import { defineHarness } from "./loop.ts";
