@@ -57,7 +57,7 @@ import type { CheckedTrainConfig, TrainConfig } from "./config.ts";
 import { EnvDataset, datasetItems, type DatasetItem } from "./dataset.ts";
 import type { TrainEvent, TrainEventListener, TrainPhase } from "./events.ts";
 import { disposeModels, loadModels, nonFiniteWeights, type Models } from "./models.ts";
-import { dumpBatch, dumpEpisodes, MetricsLog, writeResolvedConfig } from "./outputs.ts";
+import { droppedSummary, dumpBatch, dumpEpisodes, MetricsLog, writeResolvedConfig } from "./outputs.ts";
 import {
   actorLogprobOptions,
   advantages,
@@ -708,7 +708,11 @@ function stepMetrics(batch: StepBatch, roll: Rollout, trained: StepBatch): Recor
   }
   metrics["data/rows"] = rows.length;
   metrics["data/rows_trained"] = trained.size;
-  metrics["data/dropped_episodes"] = roll.episodes.filter((e) => e.dropped).length;
+  const dropped = droppedSummary(roll.episodes).counts;
+  metrics["data/dropped_episodes"] = Object.values(dropped).reduce((a, b) => a + b, 0);
+  // Why, by reason (rows.ts: context_too_large, sampled_vision_token, model_error, ...), so
+  // a run that loses episodes says which way without its rollouts at hand.
+  for (const [reason, count] of Object.entries(dropped)) metrics[`data/dropped/${reason}`] = count;
   Object.assign(metrics, envMetrics("train", roll.episodes, roll.tags), roll.stateRewardMetrics);
   return metrics;
 }

@@ -89,6 +89,18 @@ describe("env outages", () => {
     expect(existsSync(join(dir, "best_actor"))).toBe(false);
   });
 
+  test("episodes that fail in training are dropped and counted by reason in the step's metrics", async () => {
+    const dir = tmp("some-dropped");
+    // Training seeds are drawn from 0..255; those from 128 on fail in step().
+    await train(dir, ["trainer.total_steps=1", ...flaky({ fail_seeds_from: 128 })]);
+    const lines = readFileSync(join(dir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>);
+    const step = lines.find((l) => "data/dropped_episodes" in l)!;
+    expect(step["data/dropped/env_error"]).toBeGreaterThan(0);
+    const byReason = Object.entries(step).filter(([k]) => k.startsWith("data/dropped/"));
+    expect(byReason.reduce((sum, [, n]) => sum + n, 0)).toBe(step["data/dropped_episodes"]!);
+    expect(step["data/dropped_episodes"]).toBeLessThan(32);
+  });
+
   test("a step whose episodes all fail names the env's own error and dumps the episodes", async () => {
     const dir = tmp("all-dropped");
     await expect(train(dir, flaky({ fail_seeds_from: 0 }))).rejects.toThrow(/all 32 episode\(s\) were dropped \(env_error: \d+ \(first: .*FlakyEnv refuses seed/); // a random reply may also be unusable
