@@ -75,7 +75,7 @@ export interface DemoTask {
 /**
  * FrozenLake on `board` (4x4 with p 0.8 unless given; not slippery), one move per answer,
  * answers only (`<answer>Right</answer>`) or after a plan (`free_think`): a reactive
- * policy that reads the board each turn. Sokoban on `sokoban.levels` (VAGEN's 6x6
+ * policy that reads the board each turn. Sokoban on `options.levels` (VAGEN's 6x6
  * one-box levels unless given), one move per turn, in any of the demo's formats, with
  * `maxTurns` turns (unset: the longest solution kept plus four, for a detour); its
  * 16-px tiles are scaled to 14 px, one vision patch a cell (for even room sides). Every
@@ -85,22 +85,22 @@ export function demoTask(
   env: DemoEnv,
   render: DemoRender,
   board: FrozenLakeBoard = { size: 4, p: 0.8 },
-  sokoban: { levels?: SokobanLevels; format?: DemoFormat; maxTurns?: number; cellPixels?: 14 | 28; harness?: DemoHarness } = {},
+  options: { levels?: SokobanLevels; format?: DemoFormat; maxTurns?: number; cellPixels?: 14 | 28; harness?: DemoHarness } = {},
 ): DemoTask {
-  const seeds = { sftSeedStart: 1_000_000, trainSeedStart: 0, valSeedStart: 5_000_000, probeSeedStart: 6_000_000, harness: sokoban.harness ?? OBSERVATION_ONLY_HARNESS };
-  const format = sokoban.format ?? "answer";
+  const seeds = { sftSeedStart: 1_000_000, trainSeedStart: 0, valSeedStart: 5_000_000, probeSeedStart: 6_000_000, harness: options.harness ?? OBSERVATION_ONLY_HARNESS };
+  const format = options.format ?? "answer";
   const oneMove = { prompt_format: PROMPT_FORMATS[format], max_actions_per_step: 1, use_example_in_sys_prompt: false, render_mode: render };
   if (env === "frozenlake") {
     if (format === "wm") throw new VagenError(`demo: --format wm: FrozenLake's demo has no world-model demonstrations`, "use --format answer or free_think, or --env sokoban");
     return { envName: "FrozenLake", envConfig: { ...oneMove, size: board.size, p: board.p }, maxPixels: oneTokenPerCell(board.size), format, maxTurns: 8, ...seeds };
   }
-  const levels = sokoban.levels ?? VAGEN_SOKOBAN_LEVELS;
+  const levels = options.levels ?? VAGEN_SOKOBAN_LEVELS;
   const [rows, cols] = levels.dimRoom;
   // The env renders 16 px a cell; at 14 px a cell each cell is one vision patch and each
   // merged image token 2 x 2 cells (84 x 84 for 6x6: 36 patches, 9 tokens). 28 px a cell
   // (one token a cell, as on FrozenLake: 168 x 168, 144 patches, 36 tokens) made a
   // supervised step 3.2 s instead of ~0.6 s on the CPU (docs/demo.md).
-  const cell = sokoban.cellPixels ?? 14;
+  const cell = options.cellPixels ?? 14;
   const pixels = cell * rows * cell * cols;
   return {
     envName: "Sokoban",
@@ -108,7 +108,7 @@ export function demoTask(
     maxPixels: pixels + cell * (rows + cols) + 1,
     minPixels: pixels,
     format,
-    maxTurns: sokoban.maxTurns ?? (levels.minSolutionSteps?.[1] ?? 10) + 4,
+    maxTurns: options.maxTurns ?? (levels.minSolutionSteps?.[1] ?? 10) + 4,
     ...seeds,
   };
 }

@@ -6,8 +6,9 @@
  *   answers from a solver (BFS for FrozenLake and Sokoban) instead of a model; a share of
  *   the moves is random (on FrozenLake optionally only safe moves, never into a hole), and
  *   a share of the episodes can come from a careless solver (FrozenLake's blind to holes,
- *   Sokoban's walks to each push as if the box were not in its way), so demonstrations can be imperfect on purpose. Under the thinking formats the solver
- *   writes its reasoning too (reasoning.ts): `free_think` its plan, Sokoban's world-model
+ *   Sokoban's walking to each push as if the box were not in its way), so demonstrations
+ *   can be imperfect on purpose. Under the thinking formats the solver writes its
+ *   reasoning too (reasoning.ts): `free_think` its plan, Sokoban's world-model
  *   formats the state it sees and the state its moves lead to, from the true state, with
  *   `state_noise_prob` of the stated objects misplaced.
  * - Eval episodes: the folders `vagen eval` writes (messages.json with its PNGs, and

@@ -33,6 +33,9 @@ const codec = new Qwen25VLConversationCodec(processor);
 const IM_END = 362;
 const replies = { encode: (text: string) => tokenizer.encode(text) };
 
+/** The moves of an episode's answers, lower-cased as the envs take them. */
+const answeredMoves = (episode: Episode) => episode.replies.map((r) => /<answer>(\w+)<\/answer>/.exec(r)![1]!.toLowerCase());
+
 const dirs: string[] = [];
 const tempDir = () => {
   const dir = mkdtempSync(join(tmpdir(), "vagen-sft-"));
@@ -137,7 +140,7 @@ describe("episodes", () => {
       // By hand: the moves are the shortest path on the board with its holes turned to ice,
       // cut where that path first steps on a hole.
       const blind = shortestPath(desc.map((row) => row.replaceAll("H", "F")))!;
-      const moves = episode.replies.map((r) => /<answer>(\w+)<\/answer>/.exec(r)![1]!.toLowerCase());
+      const moves = answeredMoves(episode);
       expect(moves).toEqual(blind.slice(0, moves.length));
       let [row, col] = findCell(desc, "S")!;
       for (const m of moves) [row, col] = moveFrom(desc, row, col, m as FrozenLakeAction);
@@ -163,7 +166,7 @@ describe("episodes", () => {
       expect(episode.source).toContain("careless");
       const env = new SokobanEnv(config);
       await env.reset(400 + i);
-      const moves = episode.replies.map((r) => /<answer>(\w+)<\/answer>/.exec(r)![1]!.toLowerCase());
+      const moves = answeredMoves(episode);
       let unsolvable = false;
       for (const move of moves) {
         const room = env.currentRoom!;
