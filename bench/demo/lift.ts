@@ -27,7 +27,8 @@ const { values, positionals } = parseArgs({
   },
 });
 const seed = Number(positionals[0] ?? 0);
-const overrides = JSON.parse(positionals[1] ?? "{}") as Partial<DemoRecipe>;
+// A key set to null unsets the recipe's value (JSON has no undefined): `{"sftStopAtSuccess": null}` runs no probe.
+const overrides = Object.fromEntries(Object.entries(JSON.parse(positionals[1] ?? "{}") as Record<string, unknown>).map(([k, x]) => [k, x ?? undefined])) as Partial<DemoRecipe>;
 // Another device's recipe, with its format's overrides, then these.
 const recipe: Partial<DemoRecipe> = values["recipe-of"] ? resolveRecipe(demoRecipe(values["recipe-of"], values.env as DemoEnv), values.format as DemoFormat, overrides) : overrides;
 const runDir = positionals[2] ?? join(mkdtempSync(join(tmpdir(), "vagen-lift-")), "run");

@@ -12,10 +12,11 @@
 #
 # Needs a built dist/vagen (bun build.ts). Usage: OUT=out bash bench/demo/sokoban-gpu.sh
 # Optional: SEEDS="0 1 2", FORMATS="answer free_think wm", WM_ALGORITHM=gigpo, LIMIT_S=570
-# (per run). The runs share the GPU's time: alone a free_think step took about 2 s on an
-# H200 (the recipe's 400 steps about 14 minutes), with six at once 4-5 s (docs/demo.md),
-# so nine at once take longer still; choose SEEDS, FORMATS and LIMIT_S to fit the time
-# you have (a run stopped by LIMIT_S keeps the validations it reached).
+# (per run). The runs share the GPU's time: with two at once a free_think step took 1.8 s
+# on an H200 and a wm step 3.0 s (the recipe's 150 and 100 steps: five to six minutes),
+# with six at once 4-5 s (docs/demo.md), so nine at once take longer still; choose SEEDS,
+# FORMATS and LIMIT_S to fit the time you have (a run stopped by LIMIT_S keeps the
+# validations it reached).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}

@@ -74,8 +74,8 @@ const ALGORITHM_NAMES: Record<DemoAlgorithm, string> = { gigpo: "GiGPO", grpo: "
 
 /** "512 solver episodes, 10% of moves random (safe ones)", as the demo's SFT phase line says it. */
 function demonstrations(solver: SolverDataConfig): string {
-  const blindTo = solver.env === "FrozenLake" ? "holes" : "the box on its way";
-  const careless = solver.careless_episode_prob > 0 ? `${Math.round(solver.careless_episode_prob * 100)}% of them by a careless solver blind to ${blindTo}, ` : "";
+  const habit = solver.env === "FrozenLake" ? "blind to holes" : "that walks through the box";
+  const careless = solver.careless_episode_prob > 0 ? `${Math.round(solver.careless_episode_prob * 100)}% of them by a careless solver ${habit}, ` : "";
   const safe = solver.random_moves === "safe" ? " (safe ones: never into a hole or the edge)" : "";
   const noise = (solver.state_noise_prob ?? 0) > 0 ? `, ${Math.round(solver.state_noise_prob! * 100)}% of stated objects misplaced` : "";
   return `${solver.episodes} solver episodes, ${careless}${Math.round(solver.random_action_prob * 100)}% of moves random${safe}${noise}`;

@@ -254,30 +254,27 @@ export const SOKOBAN_CPU_RECIPE: DemoRecipe = {
  * Sokoban on CUDA: VAGEN's levels (6x6, one box, one to five moves), nine turns, the CUDA
  * policy (1.18M parameters) with what lifted the CPU recipe (the vision tower trained in
  * both phases, no per-turn format reward in RL) and what the GPU's batch affords: one
- * merged image token a cell (28 px), 32 levels x 8 a step, GiGPO's step part weighted 3
- * (the bumps into a wall that the greedy warm start repeats are told apart only by the
- * moves tried from the same state), lr 2e-4, micro-batches of 32,768 tokens, and four
- * passes over each step's rollouts (PPO epochs: a rollout costs seconds, a pass over it a
- * fraction of one).
- * The warm start imitates 2048 demonstrations and ends at the first probe (every 10 steps
- * from step 80) whose greedy success on 64 levels of its own reaches 0.45: a loss
- * threshold gave warm starts from 0.45 to 0.76 by seed (wm's loss falls on its template
- * before the move is learned), which left RL from nothing to 0.2 to add.
+ * merged image token a cell (28 px), 32 levels x 8 a step, GiGPO's step part weighted 3,
+ * lr 2e-4, micro-batches of 32,768 tokens, and four passes over each step's rollouts (PPO
+ * epochs: a rollout costs seconds, a pass over it a fraction of one).
+ *
+ * The warm start imitates 2048 demonstrations for four epochs, to convergence, and 70% of
+ * them come from the careless solver (src/sft/episodes.ts: the careful solver's next push,
+ * walked to straight through the box where a shortest walk crosses it, which fails 166 of
+ * 400 of these levels). Imitation learns to read the room (on the careful solver alone the
+ * same four epochs reach 0.99) and, where the two solvers part, takes the careless move
+ * seven times in ten: greedy, the warm start walks into the box and solves about two
+ * thirds of the levels; sampled, it tries the careful move often enough for GiGPO's groups
+ * to tell the two apart. RL then unlearns the habit from outcomes alone (docs/demo.md: 0.66
+ * -> 0.99 in 100 steps on an H200, free_think and wm alike, seed 0). Ending the warm start
+ * early instead (a probe at 0.45) left the room half read, and RL, which teaches reading
+ * far more slowly than imitation, stopped at 0.73-0.76 even over 400 steps.
+ *
  * wm: 0.02 a perfect section (at 0.1, nine turns of state rewards, up to 1.8, outweighed
  * solving, 1.0, and GiGPO learned to describe the room and not finish), rollouts sampled
  * at the paper's temperature 0.7 and top_p 0.95 (at 1.0 a 68-token reply garbles often
- * enough that sampled success sat 0.16 below greedy) and two passes a step (four raised
- * its entropy and lowered success).
- * RL runs 400 steps under answers and free_think: a run alone on an H200 takes about 2 s a
- * step, so the whole demo fits in 15 minutes, and at 150 steps the cosine decay had ended
- * every run while it still climbed (free_think seed 1 alone, 400-step schedule: 0.50 ->
- * 0.66 at step 50, 0.76 at step 250; the same seed's 150-step runs ended at 0.70-0.75).
- * wm keeps 150: its steps are two to three times longer.
- * Measured on an H200 (docs/demo.md), 150-step runs sharing it: free_think 0.44 -> 0.70,
- * 0.50 -> 0.75, 0.56 -> 0.70 (seeds 0-2); answers 0.56 -> 0.72, 0.56 -> 0.77, 0.41 ->
- * 0.69; wm 0.38 -> 0.66, 0.40 -> 0.66, 0.51 -> 0.70 by steps 120-140 (15 minutes each). A
- * warm start stopped at a loss of 0.18 ends higher (free_think 0.77-0.83) with less added
- * by RL (+0.10 to +0.19), and wm's did not lift.
+ * enough that sampled success sat 0.16 below greedy), two passes a step (four raised its
+ * entropy and lowered success) and 100 steps (its steps are about twice as long).
  */
 export const SOKOBAN_CUDA_RECIPE: DemoRecipe = {
   ...CUDA_RECIPE,
@@ -288,15 +285,13 @@ export const SOKOBAN_CUDA_RECIPE: DemoRecipe = {
   sftStateNoiseProb: 0.2,
   stateReward: 0.1,
   sftEpisodes: 2048,
-  sftEpochs: 3,
-  sftStopAtSuccess: 0.45,
-  sftProbeFrom: 80,
-  sftProbeEvery: 10,
+  sftCarelessProb: 0.7,
+  sftEpochs: 4,
   sftFreezeVisionTower: false,
   rlFreezeVisionTower: false,
   rlEnvConfig: { format_reward: 0 },
   rlStepAdvantageWeight: 3,
-  rlSteps: 400,
+  rlSteps: 150,
   rlBatch: 32,
   rlGroup: 8,
   rlLr: 2e-4,
@@ -305,7 +300,7 @@ export const SOKOBAN_CUDA_RECIPE: DemoRecipe = {
   rlPpoEpochs: 4,
   maxFreeThinkTokens: 24,
   maxWmTokens: 96,
-  formatOverrides: { wm: { sftEpochs: 2, stateReward: 0.02, rlPpoEpochs: 2, rlSteps: 150, rlSampling: { temperature: 0.7, top_p: 0.95 } } },
+  formatOverrides: { wm: { stateReward: 0.02, rlPpoEpochs: 2, rlSteps: 100, rlSampling: { temperature: 0.7, top_p: 0.95 } } },
 };
 
 /**

@@ -100,9 +100,11 @@ function solverEnv(config: SolverDataConfig, careless: boolean): SolverEnv {
 
 /**
  * Sokoban's careless solver: the careful solver's next push, but walked to by the shortest
- * way as if the boxes were floor. Where that way crosses the box the walk pushes it,
- * often against a wall or into a corner, and the level can no longer be solved. Empty
- * when the room has no solution (the client then moves at random).
+ * way as if the boxes were floor and, where one of the shortest ways crosses a box,
+ * straight through it (a player who does not see the box as being in the way heads at
+ * it). The walk then pushes the box, often against a wall or into a corner, and the level
+ * can no longer be solved. Empty when the room has no solution (the client then moves at
+ * random).
  */
 export function boxBlindPlan(room: SokobanRoom): SokobanAction[] {
   const plan = shortestSolution(room, 100, 50_000);
@@ -114,28 +116,67 @@ export function boxBlindPlan(room: SokobanRoom): SokobanAction[] {
     const result = applyMove(replay, at, move);
     if (result.pushedBox) {
       if (at === playerIndex(room)) return plan;
-      return [...walkIgnoringBoxes(room, playerIndex(room), at), move];
+      return [...walkThroughBoxes(room, playerIndex(room), at), move];
     }
     at = playerIndex(replay);
   }
   return plan;
 }
 
+/** A shortest walk from cell `from` to cell `to` that takes boxes for floor, through a box where one lies on such a walk. */
+function walkThroughBoxes(room: SokobanRoom, from: number, to: number): SokobanAction[] {
+  const fromStart = distancesIgnoringBoxes(room, from);
+  const toEnd = distancesIgnoringBoxes(room, to);
+  const length = fromStart[to]!;
+  if (length < 0) return [];
+  // A cell lies on a shortest walk when the ways to it and on from it add up to the shortest.
+  const box = room.state.findIndex((cell, i) => (cell === CELL.box || cell === CELL.boxOnTarget) && fromStart[i]! >= 0 && fromStart[i]! + toEnd[i]! === length);
+  return box < 0 ? walkIgnoringBoxes(room, from, to) : [...walkIgnoringBoxes(room, from, box), ...walkIgnoringBoxes(room, box, to)];
+}
+
+/** Cells' neighbours that are not walls, in the order up, down, left, right. */
+function openNeighbours(room: SokobanRoom, cell: number): { step: number; move: SokobanAction }[] {
+  const { width, height, fixed } = room;
+  const out: { step: number; move: SokobanAction }[] = [];
+  for (const move of SOKOBAN_ACTIONS) {
+    const [dr, dc] = DELTAS[move];
+    const row = Math.floor(cell / width) + dr;
+    const col = (cell % width) + dc;
+    const step = row * width + col;
+    if (row < 0 || col < 0 || row >= height || col >= width || fixed[step] === CELL.wall) continue;
+    out.push({ step, move });
+  }
+  return out;
+}
+
+/** Moves from `from` to every cell through everything but walls (-1: walled off). */
+function distancesIgnoringBoxes(room: SokobanRoom, from: number): Int32Array {
+  const distance = new Int32Array(room.width * room.height).fill(-1);
+  distance[from] = 0;
+  for (let frontier = [from]; frontier.length > 0; ) {
+    const next: number[] = [];
+    for (const cell of frontier) {
+      for (const { step } of openNeighbours(room, cell)) {
+        if (distance[step]! >= 0) continue;
+        distance[step] = distance[cell]! + 1;
+        next.push(step);
+      }
+    }
+    frontier = next;
+  }
+  return distance;
+}
+
 /** The shortest walk from cell `from` to cell `to` through everything but walls (up, down, left, right first). */
 function walkIgnoringBoxes(room: SokobanRoom, from: number, to: number): SokobanAction[] {
-  const { width, height, fixed } = room;
   const previous = new Map<number, { cell: number; move: SokobanAction }>();
   let frontier = [from];
   const seen = new Set([from]);
   while (frontier.length > 0 && !seen.has(to)) {
     const next: number[] = [];
     for (const cell of frontier) {
-      for (const move of SOKOBAN_ACTIONS) {
-        const [dr, dc] = DELTAS[move];
-        const row = Math.floor(cell / width) + dr;
-        const col = (cell % width) + dc;
-        const step = row * width + col;
-        if (row < 0 || col < 0 || row >= height || col >= width || fixed[step] === CELL.wall || seen.has(step)) continue;
+      for (const { step, move } of openNeighbours(room, cell)) {
+        if (seen.has(step)) continue;
         seen.add(step);
         previous.set(step, { cell, move });
         next.push(step);

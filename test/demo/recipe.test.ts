@@ -115,16 +115,19 @@ describe("demo recipe", () => {
     expect(config.rollout.val_kwargs).toEqual({ temperature: 0, top_p: 1, n: 1 });
   });
 
-  test("Sokoban's CUDA recipe: the wm format's own warm start and state rewards, under what a caller overrides", () => {
+  test("Sokoban's CUDA recipe: the wm format's own state rewards and RL phase, under what a caller overrides", () => {
     const cuda = SOKOBAN_CUDA_RECIPE;
     expect(resolveRecipe(cuda, "answer")).toEqual(cuda);
     const wm = resolveRecipe(cuda, "wm");
-    expect([wm.sftEpochs, wm.sftStopAtSuccess, wm.stateReward, wm.rlPpoEpochs, wm.rlSampling]).toEqual([2, 0.45, 0.02, 2, { temperature: 0.7, top_p: 0.95 }]);
-    expect([cuda.sftEpochs, cuda.sftStopAtSuccess, cuda.stateReward, cuda.rlPpoEpochs, cuda.rlSampling]).toEqual([3, 0.45, 0.1, 4, undefined]);
-    // The probe ends the warm start, not a loss.
-    expect(sftConfig(demoTask("sokoban", "vision", undefined, { format: "wm" }), wm, { baseModelDir: "base", outputDir: "sft", seed: 0, device: "cuda" }).train.stop_below_loss).toBe(0);
+    expect([wm.sftEpochs, wm.stateReward, wm.rlPpoEpochs, wm.rlSteps, wm.rlSampling]).toEqual([4, 0.02, 2, 100, { temperature: 0.7, top_p: 0.95 }]);
+    expect([cuda.sftEpochs, cuda.stateReward, cuda.rlPpoEpochs, cuda.rlSteps, cuda.rlSampling]).toEqual([4, 0.1, 4, 150, undefined]);
+    // The warm start runs its four epochs to the end (no probe, no loss threshold), on
+    // demonstrations of which 70% come from the solver that walks through the box.
+    expect(cuda.sftStopAtSuccess).toBeUndefined();
+    const sft = sftConfig(demoTask("sokoban", "vision", undefined, { format: "wm" }), wm, { baseModelDir: "base", outputDir: "sft", seed: 0, device: "cuda" });
+    expect([sft.train.stop_below_loss, sft.train.epochs, sft.data.solver?.careless_episode_prob]).toEqual([0, 4, 0.7]);
     // A caller's override wins over the format's.
-    expect(resolveRecipe(cuda, "wm", { stateReward: 0.05, rlSteps: 7 })).toMatchObject({ stateReward: 0.05, rlSteps: 7, sftEpochs: 2 });
+    expect(resolveRecipe(cuda, "wm", { stateReward: 0.05, rlSteps: 7 })).toMatchObject({ stateReward: 0.05, rlSteps: 7, sftEpochs: 4 });
     const task = demoTask("sokoban", "vision", undefined, { levels: cuda.sokobanLevels, format: "wm", maxTurns: cuda.sokobanMaxTurns });
     const config = trainConfig(task, wm, { modelDir: "sft", outputDir: "run", seed: 0, device: "cuda", steps: 150, algorithm: "gigpo" });
     expect(config.data.train.sokoban!.config.state_reward).toMatchObject({ state_estimation: { reward: 0.02 }, transition_prediction: { reward: 0.02 }, aggregation: "per_turn" });

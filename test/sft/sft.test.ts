@@ -23,7 +23,8 @@ import { FrozenLakeEnv } from "../../envs/frozenlake/env.ts";
 import { moveFrom } from "../../envs/frozenlake/dynamics.ts";
 import { findCell, shortestPath, type FrozenLakeAction } from "../../envs/frozenlake/map.ts";
 import { SokobanEnv } from "../../envs/sokoban/env.ts";
-import { roomFromText } from "../../envs/sokoban/room.ts";
+import { applyMove } from "../../envs/sokoban/dynamics.ts";
+import { cloneRoom, playerIndex, roomFromText } from "../../envs/sokoban/room.ts";
 import { shortestSolution } from "../../envs/sokoban/solver.ts";
 import { FIXTURE_DIR } from "../models/fixture.ts";
 
@@ -227,6 +228,26 @@ describe("episodes", () => {
       # _ _ _ _ #
       # # # # # #`);
     expect(boxBlindPlan(stuck)).toEqual([]);
+  });
+
+  test("boxBlindPlan by hand: of two equally short walks, the careless one goes through the box", () => {
+    // The box X goes down twice to the target O, pushed from the cell above it. From P that
+    // cell is two moves away either way: up then right, round the box (the careful way),
+    // or right then up, through it. The careless player takes the second and pushes the
+    // box against the right wall, from where it can never reach the target's column.
+    const room = roomFromText(`
+      # # # # # # #
+      # _ _ _ _ _ #
+      # _ _ P X _ #
+      # _ _ _ _ _ #
+      # _ _ _ O _ #
+      # # # # # # #`);
+    expect(shortestSolution(room)).toEqual(["up", "right", "down", "down"]);
+    const plan = boxBlindPlan(room);
+    expect(plan).toEqual(["right", "up", "down"]);
+    const after = cloneRoom(room);
+    applyMove(after, playerIndex(after), plan[0]!);
+    expect(shortestSolution(after, 30)).toBeNull();
   });
 
   test("vagen eval folders are read back with their images, and keep their outcome", () => {
