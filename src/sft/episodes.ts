@@ -134,7 +134,7 @@ function walkThroughBoxes(room: SokobanRoom, from: number, to: number): SokobanA
   return box < 0 ? walkIgnoringBoxes(room, from, to) : [...walkIgnoringBoxes(room, from, box), ...walkIgnoringBoxes(room, box, to)];
 }
 
-/** Cells' neighbours that are not walls, in the order up, down, left, right. */
+/** A cell's neighbours that are not walls, in the order up, down, left, right. */
 function openNeighbours(room: SokobanRoom, cell: number): { step: number; move: SokobanAction }[] {
   const { width, height, fixed } = room;
   const out: { step: number; move: SokobanAction }[] = [];
