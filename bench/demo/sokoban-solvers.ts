@@ -120,14 +120,19 @@ for (let i = 0; i < o.levels; i++) {
           const dead = unsolvable(after);
           if (manhattan(after, boxCell(after), target) < manhattan(room, box, target)) {
             pushes.closer++;
-            if (dead) pushes.closerDeadlocks++, (closerDeadlock = true);
+            if (dead) {
+              pushes.closerDeadlocks++;
+              closerDeadlock = true;
+            }
           } else {
             pushes.notCloser++;
             if (dead) pushes.notCloserDeadlocks++;
           }
         }
         const key = after.state.join();
-        if (!seen.has(key)) seen.add(key), next.push(after);
+        if (seen.has(key)) continue;
+        seen.add(key);
+        next.push(after);
       }
     }
     frontier = next;
