@@ -11,18 +11,18 @@
 #               PPO with a critic and bi-level GAE, VAGEN-Full's estimator)
 #
 # Needs a built dist/vagen (bun build.ts). Usage: OUT=out bash bench/demo/sokoban-gpu.sh
-# Optional: SEEDS="0 1 2", FORMATS="answer free_think wm", WM_ALGORITHM=gigpo, LIMIT_S=570
-# (per run). The runs share the GPU's time: with two at once a free_think step took 1.8 s
-# on an H200 and a wm step 3.0 s (the recipe's 150 and 100 steps: five to six minutes),
-# with six at once 4-5 s (docs/demo.md), so nine at once take longer still; choose SEEDS,
-# FORMATS and LIMIT_S to fit the time you have (a run stopped by LIMIT_S keeps the
-# validations it reached).
+# Optional: SEEDS="0 1 2", FORMATS="answer free_think wm", WM_ALGORITHM=gigpo, LIMIT_S=1500
+# (per run). The runs share the GPU's time: on an H200 a wm run alone took 313 s (2.7 s a
+# step), two at once 1.8 s a free_think step and 3.0 s a wm step, and all nine at once
+# 4.7-5.7 s an answer step, 6.3 s a free_think step and 10.5 s a wm step, 803-1184 s a run
+# (docs/demo.md); choose SEEDS, FORMATS and LIMIT_S to fit the time you have (a run
+# stopped by LIMIT_S keeps the validations it reached).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 SEEDS=${SEEDS:-"0 1 2"}
 FORMATS=${FORMATS:-"answer free_think wm"}
-LIMIT_S=${LIMIT_S:-570}
+LIMIT_S=${LIMIT_S:-1500}
 VAGEN=${VAGEN:-dist/vagen}
 mkdir -p "$OUT"
 [ -x "$VAGEN" ] || { echo "no $VAGEN: build it first (bun build.ts)" >&2; exit 1; }
