@@ -267,9 +267,9 @@ export const SOKOBAN_CPU_RECIPE: DemoRecipe = {
  * thirds of the levels; sampled, it tries the careful move often enough for GiGPO's groups
  * to tell the two apart. RL then unlearns the habit from outcomes alone (docs/demo.md, seeds
  * 0-2 on an H200: free_think 0.66 -> 0.98-0.99 in 150 steps, wm 0.66 -> 0.96-1.00 in 100,
- * answers only 0.66 -> 0.73-0.95). Ending the warm start
- * early instead (a probe at 0.45) left the room half read, and RL, which teaches reading
- * far more slowly than imitation, stopped at 0.73-0.76 even over 400 steps.
+ * answers only 0.66 -> 0.73-0.95). Ending the warm start early instead (a probe at 0.45)
+ * left the room half read, and RL, which teaches reading far more slowly than imitation,
+ * stopped at 0.73-0.76 even over 400 steps.
  *
  * wm: 0.02 a perfect section (at 0.1, nine turns of state rewards, up to 1.8, outweighed
  * solving, 1.0, and GiGPO learned to describe the room and not finish), rollouts sampled
