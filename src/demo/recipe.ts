@@ -142,6 +142,8 @@ export interface DemoRecipe {
    * rewards are set apart.
    */
   formatOverrides?: Partial<Record<DemoFormat, Partial<Omit<DemoRecipe, "formatOverrides">>>>;
+  /** The format `vagen demo` runs when `--format` is not given (answer when unset). */
+  defaultFormat?: DemoFormat;
 }
 
 /**
@@ -302,6 +304,9 @@ export const SOKOBAN_CUDA_RECIPE: DemoRecipe = {
   maxFreeThinkTokens: 24,
   maxWmTokens: 96,
   formatOverrides: { wm: { stateReward: 0.02, rlPpoEpochs: 2, rlSteps: 100, rlSampling: { temperature: 0.7, top_p: 0.95 } } },
+  // VAGEN's Sokoban default, and the format this recipe lifts furthest (0.96-1.00); the CPU
+  // recipe's wm warm start does not learn the move in minutes, so it keeps answers.
+  defaultFormat: "wm",
 };
 
 /**

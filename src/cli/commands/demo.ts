@@ -9,7 +9,8 @@ import type { Command } from "commander";
 import * as torch from "../../torch/index.ts";
 import { join } from "node:path";
 import { runDemo, type DemoEvent, type DemoSummary } from "../../demo/demo.ts";
-import { DEMO_FORMATS, type DemoFormat } from "../../demo/task.ts";
+import { DEMO_FORMATS, type DemoEnv, type DemoFormat } from "../../demo/task.ts";
+import { demoRecipe } from "../../demo/recipe.ts";
 import { VagenError } from "../../core/errors.ts";
 import type { TrainEventListener } from "../../training/events.ts";
 import { startTrainDashboard, type TrainDashboard } from "../../tui/train-dashboard.ts";
@@ -66,13 +67,9 @@ function pick<T extends string>(flag: string, value: string, allowed: readonly T
   return value as T;
 }
 
-/**
- * The format a demo runs when `--format` is not given: VAGEN's Sokoban default, wm, where
- * the recipe learns it (on CUDA: 0.66 -> 0.96-1.00 in 100 steps, docs/demo.md); answers
- * elsewhere, since the CPU recipe's wm warm start does not learn the move in minutes.
- */
-export function defaultFormat(env: "frozenlake" | "sokoban", device: string): DemoFormat {
-  return env === "sokoban" && device.startsWith("cuda") ? "wm" : "answer";
+/** The format a demo runs when `--format` is not given: its recipe's (wm for Sokoban on CUDA), else answers. */
+export function defaultFormat(env: DemoEnv, device: string): DemoFormat {
+  return demoRecipe(device, env).defaultFormat ?? "answer";
 }
 
 async function demoCommand(opts: DemoFlags): Promise<number> {
